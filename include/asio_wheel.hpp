@@ -1,0 +1,15 @@
+//
+// asio_wheel.hpp
+// ~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_HPP
+#define ASIO_WHEEL_HPP
+
+#include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/wheel_timer.hpp>
+
+#endif // ASIO_WHEEL_HPP

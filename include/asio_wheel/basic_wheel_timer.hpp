@@ -1,0 +1,410 @@
+//
+// basic_wheel_timer.hpp
+// ~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
+#define ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
+
+#include <asio_wheel/detail/wheel_service.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/error.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/wait_traits.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <limits>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace asio_wheel {
+
+/// Provides waitable timer functionality on a hashed hierarchical timing wheel.
+/**
+ * The basic_wheel_timer class template has the interface and the semantics of
+ * asio::basic_waitable_timer, so that replacing asio::steady_timer by
+ * asio_wheel::wheel_timer changes nothing else in a program. Waits are kept in one timing
+ * wheel per execution context and clock (O(1) arm and cancel) instead of Asio's per-context
+ * binary heap, and the wheel is driven by a single Asio timer armed only for its next
+ * occupied tick.
+ *
+ * A timer is always in one of two states: "expired" or "not expired". If the wait() or
+ * async_wait() function is called on an expired timer, the wait operation will complete
+ * immediately.
+ *
+ * @par Precision
+ * Expiry times are rounded up to the context's tick (default 1 ms, see set_tick()). A wait
+ * never completes before its expiry time, and completes at most one tick plus the event
+ * loop's latency after it.
+ *
+ * @par Thread Safety
+ * @e Distinct @e objects: Safe.@n
+ * @e Shared @e objects: Unsafe.
+ *
+ * @par Differences from asio::basic_waitable_timer
+ * Per-operation cancellation keeps working after the timer is moved. The execution
+ * context must be an asio::io_context or an asio::thread_pool.
+ */
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
+          typename Executor = asio::any_io_executor>
+class basic_wheel_timer {
+  using service_type = detail::wheel_service<Clock, WaitTraits>;
+
+public:
+  /// The type of the executor associated with the object.
+  using executor_type = Executor;
+
+  /// Rebinds the timer type to another executor.
+  template <typename Executor1>
+  struct rebind_executor {
+    /// The timer type when rebound to the specified executor.
+    using other = basic_wheel_timer<Clock, WaitTraits, Executor1>;
+  };
+
+  /// The clock type.
+  using clock_type = Clock;
+
+  /// The duration type of the clock.
+  using duration = typename clock_type::duration;
+
+  /// The time point type of the clock.
+  using time_point = typename clock_type::time_point;
+
+  /// The wait traits type.
+  using traits_type = WaitTraits;
+
+  /// Constructor.
+  /**
+   * This constructor creates a timer without setting an expiry time. The expires_at() or
+   * expires_after() functions must be called to set an expiry time before the timer can be
+   * waited on.
+   *
+   * @param ex The I/O executor that the timer will use, by default, to dispatch handlers
+   * for any asynchronous operations performed on the timer.
+   *
+   * @throws std::invalid_argument if the executor's context is neither an asio::io_context
+   * nor an asio::thread_pool.
+   */
+  explicit basic_wheel_timer(const executor_type& ex)
+      : service_(&asio::use_service<service_type>(asio::query(ex, asio::execution::context))),
+        executor_(ex) {}
+
+  /// Constructor.
+  /**
+   * This constructor creates a timer without setting an expiry time.
+   *
+   * @param context An execution context which provides the I/O executor that the timer
+   * will use, by default, to dispatch handlers for any asynchronous operations performed on
+   * the timer.
+   */
+  template <typename ExecutionContext>
+  explicit basic_wheel_timer(
+      ExecutionContext& context,
+      std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
+          nullptr)
+      : service_(&asio::use_service<service_type>(context)), executor_(context.get_executor()) {}
+
+  /// Constructor to set a particular expiry time as an absolute time.
+  basic_wheel_timer(const executor_type& ex, const time_point& expiry_time)
+      : basic_wheel_timer(ex) {
+    expiry_ = expiry_time;
+  }
+
+  /// Constructor to set a particular expiry time as an absolute time.
+  template <typename ExecutionContext>
+  explicit basic_wheel_timer(
+      ExecutionContext& context, const time_point& expiry_time,
+      std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
+          nullptr)
+      : basic_wheel_timer(context) {
+    expiry_ = expiry_time;
+  }
+
+  /// Constructor to set a particular expiry time relative to now.
+  basic_wheel_timer(const executor_type& ex, const duration& expiry_time)
+      : basic_wheel_timer(ex) {
+    expiry_ = add(clock_type::now(), expiry_time);
+  }
+
+  /// Constructor to set a particular expiry time relative to now.
+  template <typename ExecutionContext>
+  explicit basic_wheel_timer(
+      ExecutionContext& context, const duration& expiry_time,
+      std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
+          nullptr)
+      : basic_wheel_timer(context) {
+    expiry_ = add(clock_type::now(), expiry_time);
+  }
+
+  /// Move-construct a basic_wheel_timer from another.
+  /**
+   * Following the move, the moved-from object is in the same state as if constructed using
+   * the basic_wheel_timer(const executor_type&) constructor. Pending waits move with the
+   * timer, and their per-operation cancellation keeps working.
+   */
+  basic_wheel_timer(basic_wheel_timer&& other) : basic_wheel_timer(move_tag{}, std::move(other)) {}
+
+  /// Move-construct a basic_wheel_timer from another, with a convertible executor.
+  template <typename Executor1>
+  basic_wheel_timer(
+      basic_wheel_timer<Clock, WaitTraits, Executor1>&& other,
+      std::enable_if_t<std::is_convertible_v<Executor1, Executor>>* = nullptr)
+      : basic_wheel_timer(move_tag{}, std::move(other)) {}
+
+  /// Move-assign a basic_wheel_timer from another.
+  /**
+   * Pending waits on this timer are aborted (operation_aborted); those of @c other move
+   * here. Following the move, the moved-from object is in the same state as if constructed
+   * using the basic_wheel_timer(const executor_type&) constructor.
+   */
+  basic_wheel_timer& operator=(basic_wheel_timer&& other) {
+    move_assign(std::move(other));
+    return *this;
+  }
+
+  /// Move-assign a basic_wheel_timer from another, with a convertible executor.
+  template <typename Executor1>
+  std::enable_if_t<std::is_convertible_v<Executor1, Executor>, basic_wheel_timer&>
+  operator=(basic_wheel_timer<Clock, WaitTraits, Executor1>&& other) {
+    move_assign(std::move(other));
+    return *this;
+  }
+
+  /// Destroys the timer.
+  /**
+   * This function destroys the timer, cancelling any outstanding asynchronous wait
+   * operations associated with the timer as if by calling @c cancel.
+   */
+  ~basic_wheel_timer() { service_->cancel(entry_); }
+
+  basic_wheel_timer(const basic_wheel_timer&) = delete;
+  basic_wheel_timer& operator=(const basic_wheel_timer&) = delete;
+
+  /// Get the executor associated with the object.
+  const executor_type& get_executor() noexcept { return executor_; }
+
+  /// Cancel any asynchronous operations that are waiting on the timer.
+  /**
+   * This function forces the completion of any pending asynchronous wait operations
+   * against the timer. The handler for each cancelled operation will be invoked with the
+   * asio::error::operation_aborted error code. Handlers are never invoked from inside
+   * this function.
+   *
+   * Cancelling the timer does not change the expiry time.
+   *
+   * @return The number of asynchronous operations that were cancelled.
+   *
+   * @note If the timer has already expired when cancel() is called, then the handlers for
+   * asynchronous wait operations will have already been invoked or queued for invocation,
+   * and can no longer be cancelled: they complete with success.
+   */
+  std::size_t cancel() { return service_->cancel(entry_); }
+
+  /// Cancels one asynchronous operation that is waiting on the timer.
+  /**
+   * This function forces the completion of one pending asynchronous wait operation against
+   * the timer, the oldest first. Its handler will be invoked with the
+   * asio::error::operation_aborted error code.
+   *
+   * @return The number of asynchronous operations that were cancelled: zero or one.
+   */
+  std::size_t cancel_one() { return service_->cancel_one(entry_); }
+
+  /// Get the timer's expiry time as an absolute time.
+  time_point expiry() const { return expiry_; }
+
+  /// Set the timer's expiry time as an absolute time.
+  /**
+   * Any pending asynchronous wait operations will be cancelled. The handler for each
+   * cancelled operation will be invoked with the asio::error::operation_aborted error
+   * code.
+   *
+   * @return The number of asynchronous operations that were cancelled.
+   */
+  std::size_t expires_at(const time_point& expiry_time) {
+    const std::size_t n = service_->cancel(entry_);
+    expiry_ = expiry_time;
+    return n;
+  }
+
+  /// Set the timer's expiry time relative to now.
+  /**
+   * Any pending asynchronous wait operations will be cancelled. The handler for each
+   * cancelled operation will be invoked with the asio::error::operation_aborted error
+   * code. The expiry saturates at time_point::max().
+   *
+   * @return The number of asynchronous operations that were cancelled.
+   */
+  std::size_t expires_after(const duration& expiry_time) {
+    return expires_at(add(clock_type::now(), expiry_time));
+  }
+
+  /// Perform a blocking wait on the timer.
+  /**
+   * This function is used to wait for the timer to expire. This function blocks and does
+   * not return until the timer has expired.
+   *
+   * @throws asio::system_error Thrown on failure.
+   */
+  void wait() {
+    asio::error_code ec;
+    wait(ec);
+    if (ec)
+      throw asio::system_error(ec, "wait");
+  }
+
+  /// Perform a blocking wait on the timer.
+  /**
+   * This function is used to wait for the timer to expire. This function blocks and does
+   * not return until the timer has expired.
+   *
+   * @param ec Set to indicate what error occurred, if any.
+   */
+  void wait(asio::error_code& ec) {
+    ec = asio::error_code();
+    while (clock_type::now() < expiry_)
+      std::this_thread::sleep_for(traits_type::to_wait_duration(expiry_));
+  }
+
+  /// Start an asynchronous wait on the timer.
+  /**
+   * This function may be used to initiate an asynchronous wait against the timer. It is an
+   * initiating function for an asynchronous operation, and always returns immediately.
+   *
+   * For each call to async_wait(), the completion handler will be called exactly once. The
+   * completion handler will be called when:
+   *
+   * @li The timer has expired.
+   *
+   * @li The timer was cancelled, in which case the handler is passed the error code
+   * asio::error::operation_aborted.
+   *
+   * @param token The completion token that will be used to produce a completion handler,
+   * which will be called when the timer expires. Potential completion tokens include
+   * asio::use_future, asio::use_awaitable, asio::experimental::deferred, or a function
+   * object with the correct completion signature. The function signature of the completion
+   * handler must be:
+   * @code void handler(
+   *   const asio::error_code& error // Result of operation.
+   * ); @endcode
+   * Regardless of whether the asynchronous operation completes immediately or not, the
+   * completion handler will not be invoked from within this function. On immediate
+   * completion, invocation of the handler will be performed in a manner equivalent to using
+   * asio::post().
+   *
+   * @par Completion Signature
+   * @code void(asio::error_code) @endcode
+   *
+   * @par Per-Operation Cancellation
+   * This asynchronous operation supports cancellation for the following
+   * asio::cancellation_type values:
+   *
+   * @li @c cancellation_type::terminal
+   *
+   * @li @c cancellation_type::partial
+   *
+   * @li @c cancellation_type::total
+   *
+   * Unlike asio::basic_waitable_timer in Asio 1.22, cancellation keeps working after the
+   * timer object has been moved.
+   */
+  template <typename WaitToken = asio::default_completion_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return asio::async_initiate<WaitToken, void(asio::error_code)>(initiate_async_wait(this),
+                                                                    token);
+  }
+
+  /// Set the length of a tick of the wheel of @c context for this clock.
+  /**
+   * Expiry times are rounded up to a whole tick: a coarser tick means fewer driver wakeups
+   * and less precision. The default is 1 ms.
+   *
+   * @throws std::invalid_argument if @c tick is not positive or longer than 60 s.
+   * @throws std::logic_error if waits are pending on the context's wheel: set the tick
+   * before the first wait, or when none is pending.
+   */
+  static void set_tick(asio::execution_context& context, const duration& tick) {
+    asio::use_service<service_type>(context).set_tick(tick);
+  }
+
+  /// The length of a tick of the wheel of @c context for this clock.
+  static duration tick(asio::execution_context& context) {
+    return asio::use_service<service_type>(context).tick();
+  }
+
+private:
+  template <typename, typename, typename>
+  friend class basic_wheel_timer;
+
+  struct move_tag {};
+
+  template <typename Other>
+  basic_wheel_timer(move_tag, Other&& other)
+      : service_(other.service_), executor_(other.executor_), expiry_(other.expiry_) {
+    other.expiry_ = time_point();
+    service_->move_entry(entry_, other.entry_);
+  }
+
+  template <typename Other>
+  void move_assign(Other&& other) {
+    if (static_cast<void*>(this) == static_cast<void*>(&other))
+      return;
+    service_->cancel(entry_);
+    service_ = other.service_;
+    executor_ = other.executor_;
+    expiry_ = other.expiry_;
+    other.expiry_ = time_point();
+    service_->move_entry(entry_, other.entry_);
+  }
+
+  // Asio's saturating time_point + duration.
+  static time_point add(const time_point& t, const duration& d) {
+    const time_point epoch;
+    if (t >= epoch) {
+      if ((time_point::max)() - t < d)
+        return (time_point::max)();
+    } else if (-(t - (time_point::min)()) > d) {
+      return (time_point::min)();
+    }
+    return t + d;
+  }
+
+  class initiate_async_wait {
+  public:
+    using executor_type = Executor;
+
+    explicit initiate_async_wait(basic_wheel_timer* self) noexcept : self_(self) {}
+
+    const executor_type& get_executor() const noexcept { return self_->get_executor(); }
+
+    template <typename WaitHandler>
+    void operator()(WaitHandler&& handler) const {
+      static_assert(std::is_invocable_v<std::decay_t<WaitHandler>&&, asio::error_code>,
+                    "WaitHandler must be callable as void(asio::error_code)");
+      self_->service_->async_wait(self_->entry_, self_->expiry_,
+                                  std::forward<WaitHandler>(handler), self_->executor_);
+    }
+
+  private:
+    basic_wheel_timer* self_;
+  };
+
+  // Never null: timers are always bound to their context's service.
+  service_type* service_;
+  Executor executor_;
+  time_point expiry_{};
+  // In the service's wheel while waits are pending; the service guards its contents.
+  detail::timer_entry entry_;
+};
+
+} // namespace asio_wheel
+
+#endif // ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP

@@ -1,0 +1,310 @@
+//
+// detail/timing_wheel.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_TIMING_WHEEL_HPP
+#define ASIO_WHEEL_DETAIL_TIMING_WHEEL_HPP
+
+// Design
+// ======
+//
+// A hashed hierarchical timing wheel (Varghese & Lauck, 1987) on integer ticks, in the layout
+// of the Linux kernel and tokio: 64 slots per level, one 64-bit occupancy bitmap per level.
+// The wheel takes no clock. Time is whatever the caller says it is through advance(now).
+//
+//   level | slot width   | one revolution of the level
+//   ------+--------------+----------------------------
+//     0   | 1 tick       | 64 ticks
+//     1   | 64 ticks     | 4096 ticks
+//     2   | 64^2 ticks   | 64^3 ticks
+//    ...  |              |
+//    10   | 64^10 ticks  | 2^64 ticks (only 16 of its slots are reachable)
+//
+// Eleven levels cover the whole 64-bit tick range, so no deadline is ever clamped and the
+// top level never wraps: a deadline of max() ticks is stored exactly, and any number of
+// revolutions of the lower levels is just the counter moving on (tokio panicked when its
+// top level wrapped, tokio #8334; here there is nothing to wrap).
+//
+// Placement. An entry lives at the lowest level whose slot number is the first base-64
+// digit in which its deadline differs from the current time `elapsed_` (the XOR rule of
+// tokio). Consequences the code relies on:
+//   * at level k >= 1 every occupied slot number is greater than elapsed_'s digit k, and the
+//     entry agrees with elapsed_ in every digit above k;
+//   * at level 0 every occupied slot number is >= elapsed_'s digit 0;
+//   * so every entry of level k comes due before any entry of level k+1, and the next slot
+//     to process is the lowest set bit of the lowest non-empty level: O(levels), no walk
+//     over empty slots, no rotation.
+//
+// Expiry. When a slot of level k >= 1 comes due (elapsed_ reaches its first tick), its
+// entries are re-filed from their exact deadlines (lazy cascade: an entry removed before
+// then never moves, and most timeouts are removed before they fire). Entries are expired
+// only from level 0, whose slot is exactly one tick, so an entry expires only when
+// now >= its exact deadline: never early. Catching up after a stall jumps from occupied
+// slot to occupied slot: O(occupied slots + entries), not O(elapsed ticks).
+//
+// Order. Entries expire in order of effective deadline, and first in first out within one
+// tick, where the effective deadline is max(deadline, now() at insertion): a deadline
+// already in the past is treated as due at the current tick and expires on the next
+// advance(), after entries already due at that tick.
+//
+// Complexity: insert O(1), remove O(1), next_expiry O(levels), advance O(cascaded entries +
+// expired entries + levels per slot visited). Memory: the wheel owns 11 * 64 slot heads
+// (5.5 KiB) and 11 bitmaps; entries are intrusive (wheel_node, 32 bytes, owned by the
+// caller), so the wheel never allocates.
+//
+// Thread safety: none. The owner serialises every call.
+
+#include <bit>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace asio_wheel::detail {
+
+using tick_type = std::uint64_t;
+
+// An entry of the wheel, embedded in (or a base of) the caller's object.
+class wheel_node {
+public:
+  wheel_node() noexcept = default;
+  wheel_node(const wheel_node&) = delete;
+  wheel_node& operator=(const wheel_node&) = delete;
+
+  ~wheel_node() { assert(!is_linked() && "a wheel_node was destroyed while still in a wheel"); }
+
+  bool is_linked() const noexcept { return next_ != nullptr; }
+
+  // The deadline given to the last insert().
+  tick_type deadline() const noexcept { return deadline_; }
+
+private:
+  friend class timing_wheel;
+
+  // Neighbours in the circular list of the slot; both nullptr iff the node is not linked.
+  wheel_node* next_ = nullptr;
+  wheel_node* prev_ = nullptr;
+  tick_type deadline_ = 0;
+  // level * slots_per_level + slot number, while linked.
+  std::uint16_t slot_ = 0;
+};
+
+class timing_wheel {
+public:
+  static constexpr unsigned slot_bits = 6;
+  static constexpr unsigned slots_per_level = 1u << slot_bits;
+  static constexpr unsigned num_levels = (64 + slot_bits - 1) / slot_bits;
+  static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+
+  explicit timing_wheel(tick_type start = 0) noexcept : elapsed_(start) {}
+
+  timing_wheel(const timing_wheel&) = delete;
+  timing_wheel& operator=(const timing_wheel&) = delete;
+
+  ~timing_wheel() { assert(empty() && "a timing_wheel was destroyed with entries linked"); }
+
+  // The current time: the last `now` given to advance(), or the start tick.
+  tick_type now() const noexcept { return elapsed_; }
+
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+
+  // Links `node` to expire at `deadline`. Precondition: the node is not linked.
+  void insert(wheel_node& node, tick_type deadline) noexcept {
+    assert(!node.is_linked());
+    node.deadline_ = deadline;
+    link(node, deadline < elapsed_ ? elapsed_ : deadline);
+    ++size_;
+  }
+
+  // Unlinks `node` from the wheel. Precondition: the node is linked in this wheel.
+  void remove(wheel_node& node) noexcept {
+    assert(node.is_linked());
+    unlink(node);
+    --size_;
+  }
+
+  // The tick at which advance() next has work to do: the exact deadline when the earliest
+  // entry is on level 0, else the first tick of the upper-level slot that must be re-filed.
+  // Never later than the earliest deadline. Empty when the wheel is empty.
+  std::optional<tick_type> next_expiry() const noexcept {
+    for (unsigned level = 0; level < num_levels; ++level) {
+      if (occupied_[level] != 0)
+        return slot_start(level, static_cast<unsigned>(std::countr_zero(occupied_[level])));
+    }
+    return std::nullopt;
+  }
+
+  // Moves time to `now` (an earlier value than now() counts as now()) and calls
+  // `on_expire(wheel_node&)` for each entry whose effective deadline <= now, at most
+  // `budget` times, in order. The node is unlinked before the call, so the callback may
+  // destroy it, re-insert it, or insert and remove other nodes. Returns true when no due
+  // entry is left, false when the budget ran out first; the rest stays due and expires on
+  // the next call, ahead of anything inserted meanwhile at a later deadline.
+  template <typename OnExpire>
+  bool advance(tick_type now, std::size_t budget, OnExpire&& on_expire) {
+    if (now < elapsed_)
+      now = elapsed_;
+    for (;;) {
+      unsigned level = 0;
+      while (level < num_levels && occupied_[level] == 0)
+        ++level;
+      if (level == num_levels)
+        break;
+      const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+      const tick_type start = slot_start(level, index);
+      if (start > now)
+        break;
+      // Never moves backwards: level 0 slots are >= the current digit, upper ones greater.
+      elapsed_ = start;
+      if (level == 0) {
+        if (budget == 0)
+          return false;
+        --budget;
+        wheel_node& node = *heads_[index];
+        remove(node);
+        on_expire(node);
+      } else {
+        cascade(level * slots_per_level + index);
+      }
+    }
+    elapsed_ = now;
+    return true;
+  }
+
+  // Throws std::logic_error describing the first broken invariant. O(entries): for tests.
+  void check_invariants() const {
+    std::size_t count = 0;
+    for (unsigned level = 0; level < num_levels; ++level) {
+      const unsigned digit = digit_of(elapsed_, level);
+      for (unsigned index = 0; index < slots_per_level; ++index) {
+        const unsigned slot = level * slots_per_level + index;
+        const wheel_node* head = heads_[slot];
+        const bool bit = ((occupied_[level] >> index) & 1u) != 0;
+        if (bit != (head != nullptr))
+          fail("occupancy bit disagrees with slot list", level, index);
+        if (head == nullptr)
+          continue;
+        if (level == 0 ? index < digit : index <= digit)
+          fail("occupied slot is behind the current time", level, index);
+        const tick_type start = slot_start(level, index);
+        const wheel_node* node = head;
+        do {
+          ++count;
+          if (node->slot_ != slot)
+            fail("node records another slot", level, index);
+          if (node->next_->prev_ != node || node->prev_->next_ != node)
+            fail("broken list links", level, index);
+          if (level == 0) {
+            const bool exact = node->deadline_ == start;
+            const bool overdue = node->deadline_ < elapsed_ && index == digit;
+            if (!exact && !overdue)
+              fail("level-0 node in the wrong slot", level, index);
+          } else if (node->deadline_ < start ||
+                     (node->deadline_ >> (level * slot_bits)) != (start >> (level * slot_bits))) {
+            fail("node deadline outside its slot", level, index);
+          }
+          node = node->next_;
+        } while (node != head);
+      }
+    }
+    if (count != size_)
+      throw std::logic_error("timing_wheel: size " + std::to_string(size_) + " but " +
+                             std::to_string(count) + " nodes linked");
+  }
+
+private:
+  static unsigned digit_of(tick_type t, unsigned level) noexcept {
+    return static_cast<unsigned>((t >> (level * slot_bits)) & (slots_per_level - 1));
+  }
+
+  // First tick of slot `index` of `level` in the current revolution of that level.
+  tick_type slot_start(unsigned level, unsigned index) const noexcept {
+    const unsigned shift = level * slot_bits;
+    const unsigned span = shift + slot_bits;
+    // The top level spans every bit: nothing above it to keep (and a shift by 64 is UB).
+    const tick_type above = span >= 64 ? 0 : elapsed_ & ~((tick_type{1} << span) - 1);
+    return above | (tick_type{index} << shift);
+  }
+
+  void link(wheel_node& node, tick_type when) noexcept {
+    // The highest differing digit picks the level; `| mask` maps when == elapsed_ to level 0.
+    const tick_type differ = (elapsed_ ^ when) | (slots_per_level - 1);
+    const unsigned level = static_cast<unsigned>(63 - std::countl_zero(differ)) / slot_bits;
+    const unsigned index = digit_of(when, level);
+    const unsigned slot = level * slots_per_level + index;
+    node.slot_ = static_cast<std::uint16_t>(slot);
+    wheel_node*& head = heads_[slot];
+    if (head == nullptr) {
+      node.next_ = node.prev_ = &node;
+      head = &node;
+      occupied_[level] |= tick_type{1} << index;
+    } else {
+      // Append at the tail (head->prev_) to keep one tick's entries first in, first out.
+      wheel_node* tail = head->prev_;
+      node.prev_ = tail;
+      node.next_ = head;
+      tail->next_ = &node;
+      head->prev_ = &node;
+    }
+  }
+
+  void unlink(wheel_node& node) noexcept {
+    const unsigned slot = node.slot_;
+    wheel_node*& head = heads_[slot];
+    if (node.next_ == &node) {
+      head = nullptr;
+      occupied_[slot / slots_per_level] &= ~(tick_type{1} << (slot % slots_per_level));
+    } else {
+      node.prev_->next_ = node.next_;
+      node.next_->prev_ = node.prev_;
+      if (head == &node)
+        head = node.next_;
+    }
+    node.next_ = node.prev_ = nullptr;
+  }
+
+  // Re-files every entry of an upper-level slot that has come due, in list order so that
+  // entries of one tick keep their first in, first out order on the lower levels.
+  void cascade(unsigned slot) noexcept {
+    wheel_node* node = heads_[slot];
+    wheel_node* const tail = node->prev_;
+    heads_[slot] = nullptr;
+    occupied_[slot / slots_per_level] &= ~(tick_type{1} << (slot % slots_per_level));
+    for (;;) {
+      wheel_node* const next = node->next_;
+      const bool last = node == tail;
+      // Every deadline in a due upper slot is >= elapsed_, so it lands on a lower level.
+      link(*node, node->deadline_);
+      if (last)
+        break;
+      node = next;
+    }
+  }
+
+  [[noreturn]] static void fail(const char* what, unsigned level, unsigned index) {
+    throw std::logic_error(std::string("timing_wheel: ") + what + " (level " +
+                           std::to_string(level) + ", slot " + std::to_string(index) + ")");
+  }
+
+  // Current time. Invariant: every linked entry is placed relative to it by the XOR rule.
+  tick_type elapsed_;
+  // Number of linked entries.
+  std::size_t size_ = 0;
+  // Bit i of occupied_[k] is set iff heads_[k * 64 + i] is non-null; least-significant bit
+  // is slot 0.
+  tick_type occupied_[num_levels] = {};
+  // First (oldest) entry of each slot's circular list; nullptr for an empty slot.
+  wheel_node* heads_[num_levels * slots_per_level] = {};
+};
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_TIMING_WHEEL_HPP

@@ -1,0 +1,531 @@
+//
+// detail/wheel_service.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_WHEEL_SERVICE_HPP
+#define ASIO_WHEEL_DETAIL_WHEEL_SERVICE_HPP
+
+// One timing wheel per execution context and clock, driven by one Asio timer.
+//
+// Every wheel_timer of a context shares this service. A timer is one wheel entry
+// (timer_entry) while it has pending waits, whatever their number: all waits of a timer
+// share its expiry, as in Asio's own timer queue. The driver, one
+// asio::basic_waitable_timer, is armed for the earliest tick at which the wheel has work,
+// re-armed only when an insert moves that earlier, and cancelled when the wheel empties, so
+// an idle context has no timer armed and run() can return.
+//
+// Completions. Waits that expire in one driver turn, or are aborted before the next drain,
+// are completed in one batch from a single handler on the context: a handler whose executor
+// is the context's own is called directly from it, any other is dispatched to its executor.
+// If a handler throws, the rest of the batch is queued for the next drain before the
+// exception leaves run(), so nothing is lost.
+//
+// Shutdown. shutdown() destroys every pending handler without calling it, and the driver
+// timer while Asio's timer service and reactor are still alive: services are shut down
+// before any is destroyed, and those may be destroyed before this one.
+
+#include <asio_wheel/detail/timing_wheel.hpp>
+#include <asio_wheel/detail/wait_op.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/basic_waitable_timer.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace asio_wheel::detail {
+
+// The wheel state of one timer object; embedded in it.
+struct timer_entry : wheel_node {
+  // Pending waits, oldest first (linked through wait_op::next_/prev_). The entry is in the
+  // wheel iff head_ != nullptr.
+  wait_op* head_ = nullptr;
+  wait_op* tail_ = nullptr;
+};
+
+template <typename Clock, typename WaitTraits>
+class wheel_service : public asio::execution_context::service {
+public:
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+
+  static_assert(std::is_integral_v<typename duration::rep> && sizeof(typename duration::rep) <= 8,
+                "asio_wheel: the clock's duration must have an integral representation of at "
+                "most 64 bits");
+
+  inline static asio::execution_context::id id;
+
+  // Longest tick accepted by set_tick(); beyond it a wheel is the wrong tool.
+  static constexpr std::chrono::seconds max_tick{60};
+  // Expiries handled per driver turn before other handlers of the context get a turn.
+  static constexpr std::size_t expiry_budget = 4096;
+
+  explicit wheel_service(asio::execution_context& context)
+      : asio::execution_context::service(context) {
+    reset_time(default_tick());
+  }
+
+  wheel_service(const wheel_service&) = delete;
+  wheel_service& operator=(const wheel_service&) = delete;
+
+  static duration default_tick() noexcept {
+    return std::max(duration{1},
+                    std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
+  }
+
+  duration tick() const {
+    std::lock_guard lock(mutex_);
+    return tick_;
+  }
+
+  void set_tick(duration tick) {
+    if (tick <= duration::zero() || tick > max_tick)
+      throw std::invalid_argument(
+          "asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
+          " ns; the tick must be positive and at most 60 s (default 1 ms)");
+    std::lock_guard lock(mutex_);
+    if (tick == tick_)
+      return;
+    if (!wheel_->empty() || ready_head_ != nullptr)
+      throw std::logic_error(
+          "asio_wheel: cannot change the tick while waits are pending on this context; set "
+          "it before the first async_wait, or once every wait has completed");
+    reset_time(tick);
+  }
+
+  // Starts a wait on `entry` for `expiry`. Strong guarantee: if it throws, nothing changed.
+  template <typename Handler, typename IoExecutor>
+  void async_wait(timer_entry& entry, const time_point& expiry, Handler&& handler,
+                  const IoExecutor& io_ex) {
+    using handler_type = std::decay_t<Handler>;
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto ex = asio::get_associated_executor(handler, io_ex);
+
+    // Emplaced before the op is built, so that a throwing emplace leaks nothing; until the
+    // op is linked below, the handler has nothing to cancel.
+    op_cancellation* cancellation = nullptr;
+    if (slot.is_connected())
+      cancellation = &slot.template emplace<op_cancellation>(this);
+
+    wait_op* op = nullptr;
+    if (is_home(ex))
+      op = wait_handler_op<handler_type, direct_completion>::create(std::move(handler));
+    else
+      op = wait_handler_op<handler_type, tracked_executor<decltype(ex)>>::create(
+          std::move(handler), ex);
+
+    std::unique_lock lock(mutex_);
+    if (shutdown_) {
+      lock.unlock();
+      op->complete(false);
+      return;
+    }
+    if (!driver_)
+      start(io_ex);
+    op->cancellation_ = cancellation;
+    if (cancellation != nullptr)
+      cancellation->op_ = op;
+
+    if (entry.head_ != nullptr) {
+      // Already in the wheel for the same expiry: join its waits.
+      append(entry, op);
+      return;
+    }
+    append(entry, op);
+    const tick_type deadline = to_tick_ceil(expiry);
+    if (deadline <= wheel_->now()) {
+      // The expiry is behind the wheel's last tick, so it has certainly passed: no need for
+      // the wheel or the driver.
+      detach_all(entry, false);
+      return;
+    }
+    wheel_->insert(entry, deadline);
+    arm_if_earlier(deadline);
+  }
+
+  // Aborts every pending wait of `entry`; returns how many.
+  std::size_t cancel(timer_entry& entry) {
+    std::lock_guard lock(mutex_);
+    return detach_all(entry, true);
+  }
+
+  // Aborts the oldest pending wait of `entry`; returns how many (0 or 1).
+  std::size_t cancel_one(timer_entry& entry) {
+    std::lock_guard lock(mutex_);
+    if (entry.head_ == nullptr)
+      return 0;
+    detach(entry.head_, true);
+    return 1;
+  }
+
+  // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none.
+  void move_entry(timer_entry& to, timer_entry& from) {
+    std::lock_guard lock(mutex_);
+    if (from.head_ == nullptr)
+      return;
+    to.head_ = from.head_;
+    to.tail_ = from.tail_;
+    from.head_ = from.tail_ = nullptr;
+    for (wait_op* op = to.head_; op != nullptr; op = op->next_)
+      op->owner_ = &to;
+    const tick_type deadline = from.deadline();
+    wheel_->remove(from);
+    wheel_->insert(to, deadline);
+  }
+
+  // Test hook: checks the wheel's invariants under the lock.
+  void check_invariants() const {
+    std::lock_guard lock(mutex_);
+    wheel_->check_invariants();
+  }
+
+private:
+  // Per-operation cancellation: emplaced in the handler's cancellation slot. Refers to the
+  // operation, not to the timer object, so it keeps working after the timer is moved.
+  class op_cancellation : public cancellation_target {
+  public:
+    explicit op_cancellation(wheel_service* service) noexcept : service_(service) {}
+
+    void operator()(asio::cancellation_type_t type) {
+      using ct = asio::cancellation_type;
+      if (!!(type & (ct::terminal | ct::partial | ct::total)))
+        service_->cancel_by_slot(*this);
+    }
+
+  private:
+    wheel_service* service_;
+  };
+
+  // The plain executor of the context behind `ex`, on which the driver and drain handlers
+  // run. Strands and work-tracking properties are peeled off, so that handlers bound to the
+  // context's own executor can be called directly from those handlers.
+  template <typename Executor>
+  static asio::any_io_executor context_executor(const Executor& ex) {
+    if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+      if (const auto* io = ex.template target<asio::io_context::executor_type>())
+        return io->context().get_executor();
+      if (const auto* s = ex.template target<asio::strand<asio::io_context::executor_type>>())
+        return s->get_inner_executor().context().get_executor();
+      if (const auto* s = ex.template target<asio::strand<asio::any_io_executor>>())
+        return context_executor(s->get_inner_executor());
+      if (const auto* pool = ex.template target<asio::thread_pool::executor_type>())
+        return pool->context().get_executor();
+      return asio::prefer(ex, asio::execution::outstanding_work.untracked);
+    } else if constexpr (requires { ex.get_inner_executor(); }) {
+      return context_executor(asio::any_io_executor(ex.get_inner_executor()));
+    } else {
+      return context_executor(asio::any_io_executor(ex));
+    }
+  }
+
+  // First wait on this context: bind the driver to the context's executor. Created here
+  // rather than in the constructor because a service is constructed from the bare
+  // execution_context, which does not say what kind of context it is.
+  template <typename Executor>
+  void start(const Executor& io_ex) {
+    home_ = context_executor(io_ex);
+    driver_.emplace(home_);
+  }
+
+  static long long to_ns(duration d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+
+  // True when a handler on `ex` may be called directly from the service's own handlers:
+  // `ex` is the plain executor of this very io_context, on which those handlers run.
+  template <typename Executor>
+  bool is_home(const Executor& ex) noexcept {
+    if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
+      return is_home_io(ex);
+    } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+      const auto* io = ex.template target<asio::io_context::executor_type>();
+      return io != nullptr && is_home_io(*io);
+    } else {
+      return false;
+    }
+  }
+
+  bool is_home_io(const asio::io_context::executor_type& io) noexcept {
+    asio::io_context& context = io.context();
+    return &static_cast<asio::execution_context&>(context) == &this->context() &&
+           io == context.get_executor();
+  }
+
+  void shutdown() override {
+    wait_op* list = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      shutdown_ = true;
+      wheel_->advance(std::numeric_limits<tick_type>::max(), timing_wheel::unlimited,
+                      [this](wheel_node& node) { detach_all(static_cast<timer_entry&>(node), false); });
+      list = ready_head_;
+      ready_head_ = ready_tail_ = nullptr;
+      // Destroyed now, while Asio's timer service and reactor still exist (they may have
+      // been created after this service, and so be destroyed before it).
+      armed_ = false;
+      driver_.reset();
+    }
+    // Outside the lock: a handler's destructor may destroy timers, which calls back in.
+    while (list != nullptr) {
+      wait_op* op = list;
+      list = op->next_;
+      op->complete(false);
+    }
+  }
+
+  // Origin and wheel restart at the current time: ticks count from there.
+  void reset_time(duration tick) {
+    tick_ = tick;
+    origin_ = Clock::now();
+    wheel_.emplace(0);
+    const auto span = static_cast<std::uint64_t>(time_point::max().time_since_epoch().count()) -
+                      static_cast<std::uint64_t>(origin_.time_since_epoch().count());
+    max_tick_ = span / static_cast<std::uint64_t>(tick_.count());
+  }
+
+  // Unsigned distance from the origin: exact for every time point after it, whatever the
+  // sign of the clock's epoch.
+  std::uint64_t since_origin(const time_point& t) const noexcept {
+    return static_cast<std::uint64_t>(t.time_since_epoch().count()) -
+           static_cast<std::uint64_t>(origin_.time_since_epoch().count());
+  }
+
+  // Rounds up, so that an expiry never maps to a tick before it (never early).
+  tick_type to_tick_ceil(const time_point& t) const noexcept {
+    if (t <= origin_)
+      return 0;
+    const std::uint64_t d = since_origin(t);
+    const auto n = static_cast<std::uint64_t>(tick_.count());
+    return d / n + (d % n != 0 ? 1 : 0);
+  }
+
+  // Rounds down: the last tick that has fully begun.
+  tick_type to_tick_floor(const time_point& t) const noexcept {
+    return t <= origin_ ? 0 : since_origin(t) / static_cast<std::uint64_t>(tick_.count());
+  }
+
+  time_point from_tick(tick_type tick) const noexcept {
+    if (tick > max_tick_)
+      return time_point::max();
+    const std::uint64_t t = static_cast<std::uint64_t>(origin_.time_since_epoch().count()) +
+                            tick * static_cast<std::uint64_t>(tick_.count());
+    return time_point(duration(static_cast<typename duration::rep>(t)));
+  }
+
+  // --- Everything below runs with mutex_ held. ---
+
+  void append(timer_entry& entry, wait_op* op) noexcept {
+    op->owner_ = &entry;
+    op->next_ = nullptr;
+    op->prev_ = entry.tail_;
+    if (entry.tail_ != nullptr)
+      entry.tail_->next_ = op;
+    else
+      entry.head_ = op;
+    entry.tail_ = op;
+  }
+
+  // Takes `op` off its timer and queues it for completion. The timer leaves the wheel with
+  // its last wait.
+  void detach(wait_op* op, bool aborted) {
+    timer_entry& entry = *op->owner_;
+    (op->prev_ != nullptr ? op->prev_->next_ : entry.head_) = op->next_;
+    (op->next_ != nullptr ? op->next_->prev_ : entry.tail_) = op->prev_;
+    if (entry.head_ == nullptr && entry.is_linked())
+      remove_entry(entry);
+    make_ready(op, aborted);
+  }
+
+  std::size_t detach_all(timer_entry& entry, bool aborted) {
+    wait_op* op = entry.head_;
+    if (op == nullptr)
+      return 0;
+    entry.head_ = entry.tail_ = nullptr;
+    if (entry.is_linked())
+      remove_entry(entry);
+    std::size_t count = 0;
+    while (op != nullptr) {
+      wait_op* next = op->next_;
+      make_ready(op, aborted);
+      op = next;
+      ++count;
+    }
+    return count;
+  }
+
+  void remove_entry(timer_entry& entry) {
+    wheel_->remove(entry);
+    if (wheel_->empty() && armed_) {
+      // Nothing left to wait for: disarm so that run() can return.
+      armed_ = false;
+      driver_->cancel();
+    }
+  }
+
+  void make_ready(wait_op* op, bool aborted) {
+    op->owner_ = nullptr;
+    op->aborted_ = aborted;
+    if (op->cancellation_ != nullptr) {
+      op->cancellation_->op_ = nullptr;
+      op->cancellation_ = nullptr;
+    }
+    op->next_ = nullptr;
+    if (ready_tail_ != nullptr)
+      ready_tail_->next_ = op;
+    else
+      ready_head_ = op;
+    ready_tail_ = op;
+    if (!drain_posted_ && !shutdown_) {
+      drain_posted_ = true;
+      asio::post(home_, [this] { drain(); });
+    }
+  }
+
+  void arm_if_earlier(tick_type tick) {
+    if (armed_ && tick >= armed_at_)
+      return;
+    // expires_at aborts the wait armed before, if it has not fired; on_driver ignores it.
+    driver_->expires_at(from_tick(tick));
+    driver_->async_wait([this](const asio::error_code& ec) { on_driver(ec); });
+    armed_ = true;
+    armed_at_ = tick;
+  }
+
+  void cancel_by_slot(op_cancellation& cancellation) {
+    std::lock_guard lock(mutex_);
+    if (cancellation.op_ != nullptr)
+      detach(cancellation.op_, true);
+  }
+
+  // --- Completion handlers, on the context. ---
+
+  void on_driver(const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted)
+      return; // superseded by a later arm, or disarmed
+    std::unique_lock lock(mutex_);
+    // Whichever wait this was, the driver is not known to be armed any more; at worst the
+    // next arm aborts a wait that is still pending.
+    armed_ = false;
+    expire(lock);
+  }
+
+  void expire(std::unique_lock<std::mutex>& lock) {
+    const tick_type now = to_tick_floor(Clock::now());
+    wait_op* head = nullptr;
+    wait_op** tail = &head;
+    const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) {
+      auto& entry = static_cast<timer_entry&>(node);
+      for (wait_op* op = entry.head_; op != nullptr; op = op->next_) {
+        op->owner_ = nullptr;
+        if (op->cancellation_ != nullptr) {
+          op->cancellation_->op_ = nullptr;
+          op->cancellation_ = nullptr;
+        }
+      }
+      *tail = entry.head_;
+      tail = &entry.tail_->next_;
+      entry.head_ = entry.tail_ = nullptr;
+    });
+    if (!done) {
+      // Give the context's other handlers a turn before the rest of the backlog.
+      asio::post(home_, [this] {
+        std::unique_lock relock(mutex_);
+        expire(relock);
+      });
+    } else if (auto next = wheel_->next_expiry()) {
+      arm_if_earlier(*next);
+    }
+    lock.unlock();
+    run(head);
+  }
+
+  void drain() {
+    wait_op* list = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      list = ready_head_;
+      ready_head_ = ready_tail_ = nullptr;
+      drain_posted_ = false;
+    }
+    run(list);
+  }
+
+  // Completes a list of waits. If a handler throws, the ones after it go back to the
+  // front of the ready queue, with a drain posted, before the exception propagates.
+  void run(wait_op* list) {
+    struct requeue_rest {
+      wheel_service* self;
+      wait_op*& rest;
+      ~requeue_rest() {
+        if (rest != nullptr)
+          self->requeue_front(rest);
+      }
+    } guard{this, list};
+    while (list != nullptr) {
+      wait_op* op = list;
+      list = op->next_;
+      op->complete(true);
+    }
+  }
+
+  void requeue_front(wait_op* list) {
+    std::lock_guard lock(mutex_);
+    wait_op* last = list;
+    while (last->next_ != nullptr)
+      last = last->next_;
+    last->next_ = ready_head_;
+    if (ready_head_ == nullptr)
+      ready_tail_ = last;
+    ready_head_ = list;
+    if (!drain_posted_ && !shutdown_) {
+      drain_posted_ = true;
+      asio::post(home_, [this] { drain(); });
+    }
+  }
+
+  // Guards every member below, the timer_entry lists, and wait_op links.
+  mutable std::mutex mutex_;
+  // The executor the driver and drain handlers run on: the context's own. Set by start().
+  asio::any_io_executor home_;
+  // Tick length and the instant of tick 0. The wheel counts ticks since origin_.
+  duration tick_{};
+  time_point origin_{};
+  // The largest tick that from_tick() can represent; later ticks map to time_point::max().
+  tick_type max_tick_ = 0;
+  // Re-created by set_tick() (only while empty), hence optional.
+  std::optional<timing_wheel> wheel_;
+  // Waits whose result is decided, in completion order, linked through wait_op::next_.
+  wait_op* ready_head_ = nullptr;
+  wait_op* ready_tail_ = nullptr;
+  // True while a drain handler is queued on home_; at most one is.
+  bool drain_posted_ = false;
+  // True while the driver has a wait for armed_at_ that has not completed or been aborted.
+  bool armed_ = false;
+  tick_type armed_at_ = 0;
+  bool shutdown_ = false;
+  // The one Asio timer of this wheel; exists from the first wait until shutdown().
+  std::optional<asio::basic_waitable_timer<Clock, WaitTraits, asio::any_io_executor>> driver_;
+};
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_WHEEL_SERVICE_HPP
