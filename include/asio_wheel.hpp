@@ -10,6 +10,9 @@
 #define ASIO_WHEEL_HPP
 
 #include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/cancel_after.hpp>
+#include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #endif // ASIO_WHEEL_HPP

@@ -27,6 +27,17 @@
 
 namespace asio_wheel {
 
+namespace detail {
+// Lets the library's own timer types move a pending wait without aborting it.
+struct timer_access {
+  template <typename Timer>
+  static void retarget(Timer& timer, const typename Timer::time_point& expiry) {
+    timer.expiry_ = expiry;
+    timer.service_->retarget(timer.entry_, expiry);
+  }
+};
+} // namespace detail
+
 /// Provides waitable timer functionality on a hashed hierarchical timing wheel.
 /**
  * The basic_wheel_timer class template has the interface and the semantics of
@@ -343,6 +354,7 @@ public:
 private:
   template <typename, typename, typename>
   friend class basic_wheel_timer;
+  friend struct detail::timer_access;
 
   struct move_tag {};
 

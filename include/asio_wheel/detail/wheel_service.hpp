@@ -177,6 +177,22 @@ public:
     return 1;
   }
 
+  // Moves the pending waits of `entry` to a new expiry without aborting them: lets an idle
+  // timer follow a changed timeout without an operation_aborted round trip.
+  void retarget(timer_entry& entry, const time_point& expiry) {
+    std::lock_guard lock(mutex_);
+    if (entry.head_ == nullptr)
+      return;
+    wheel_->remove(entry);
+    const tick_type deadline = to_tick_ceil(expiry);
+    if (deadline <= wheel_->now()) {
+      detach_all(entry, false);
+      return;
+    }
+    wheel_->insert(entry, deadline);
+    arm_if_earlier(deadline);
+  }
+
   // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none.
   void move_entry(timer_entry& to, timer_entry& from) {
     std::lock_guard lock(mutex_);

@@ -1,0 +1,171 @@
+//
+// heartbeat.hpp
+// ~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_HEARTBEAT_HPP
+#define ASIO_WHEEL_HEARTBEAT_HPP
+
+#include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/detail/activity_stamp.hpp>
+
+#include <asio/async_result.hpp>
+#include <asio/compose.hpp>
+#include <asio/error.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <stdexcept>
+#include <utility>
+
+namespace asio_wheel {
+
+/// The keep-alive pattern of a server: ping a quiet peer, drop a silent one.
+/**
+ * touch() on every input; async_next() completes with event::ping once the peer has been
+ * quiet for @c ping_after (once per quiet spell), and with event::drop once it has been
+ * quiet for @c drop_after. What a ping or a drop means is the caller's business:
+ *
+ * @code
+ * asio_wheel::heartbeat hb(sock.get_executor(), {.ping_after = 15s, .drop_after = 45s});
+ * for (;;) {
+ *   auto [ec, ev] = co_await hb.async_next(asio::experimental::as_tuple(asio::use_awaitable));
+ *   if (ec) break;                                   // cancelled
+ *   if (ev == asio_wheel::heartbeat::event::drop) { sock.close(); break; }
+ *   co_await async_write(sock, asio::buffer("PING\n", 5), asio::use_awaitable);
+ * }
+ * // and in the reader: hb.touch();
+ * @endcode
+ *
+ * Like basic_idle_timer, marking input is one store, and the wheel is re-armed lazily.
+ *
+ * @par Precision
+ * As basic_idle_timer: never early; late by at most a wheel tick plus a coarse clock tick
+ * plus the event loop's latency.
+ *
+ * @par Thread Safety
+ * @e Distinct @e objects: Safe.@n
+ * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
+ */
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
+          typename Executor = asio::any_io_executor>
+class basic_heartbeat {
+  using timer_type = basic_wheel_timer<Clock, WaitTraits, Executor>;
+
+public:
+  using executor_type = Executor;
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+
+  /// What async_next() reports.
+  enum class event {
+    ping, ///< The peer has been quiet for ping_after: time to probe it.
+    drop  ///< The peer has been silent for drop_after: time to close.
+  };
+
+  /// The two thresholds, both measured from the last touch().
+  struct options {
+    duration ping_after;
+    duration drop_after;
+  };
+
+  /// Constructor. Construction counts as input.
+  /**
+   * @throws std::invalid_argument unless 0 < ping_after < drop_after.
+   */
+  basic_heartbeat(const executor_type& ex, const options& opts)
+      : timer_(ex), options_(checked(opts)) {}
+
+  /// Constructor. Construction counts as input.
+  template <typename ExecutionContext>
+  basic_heartbeat(
+      ExecutionContext& context, const options& opts,
+      std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
+          nullptr)
+      : timer_(context), options_(checked(opts)) {}
+
+  const executor_type& get_executor() noexcept { return timer_.get_executor(); }
+
+  /// Marks input now: one coarse clock read and one relaxed store.
+  void touch() noexcept { activity_.mark(); }
+
+  time_point last_activity() const noexcept { return activity_.last(); }
+
+  const options& get_options() const noexcept { return options_; }
+
+  /// Cancels the pending async_next(), which completes with operation_aborted.
+  std::size_t cancel() { return timer_.cancel(); }
+
+  /// Waits for the next ping or drop.
+  /**
+   * @par Completion Signature
+   * @code void(asio::error_code, event) @endcode
+   * On operation_aborted the event is meaningless.
+   *
+   * @par Per-Operation Cancellation
+   * terminal, partial and total cancellation abort the wait.
+   */
+  template <typename Token = asio::default_completion_token_t<executor_type>>
+  auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
+    return asio::async_compose<Token, void(asio::error_code, event)>(next_op{this}, token,
+                                                                      timer_);
+  }
+
+private:
+  static options checked(const options& opts) {
+    if (opts.ping_after <= duration::zero() || opts.drop_after <= opts.ping_after)
+      throw std::invalid_argument(
+          "asio_wheel::heartbeat: need 0 < ping_after < drop_after");
+    return opts;
+  }
+
+  struct next_op {
+    basic_heartbeat* self;
+    bool started = false;
+
+    template <typename Self>
+    void operator()(Self& op, const asio::error_code& ec = {}) {
+      if (ec) {
+        op.complete(ec, event::drop);
+        return;
+      }
+      const time_point last = self->activity_.last();
+      const bool pinged = self->pinged_for_ == last;
+      // The first round always goes through the timer, so the handler is never called
+      // from inside async_next().
+      if (started) {
+        const time_point now = clock_type::now();
+        if (now >= self->activity_.after(self->options_.drop_after)) {
+          op.complete(asio::error_code(), event::drop);
+          return;
+        }
+        if (!pinged && now >= self->activity_.after(self->options_.ping_after)) {
+          self->pinged_for_ = last;
+          op.complete(asio::error_code(), event::ping);
+          return;
+        }
+      }
+      started = true;
+      self->timer_.expires_at(
+          self->activity_.after(pinged ? self->options_.drop_after : self->options_.ping_after));
+      self->timer_.async_wait(std::move(op));
+    }
+  };
+
+  timer_type timer_;
+  detail::activity_stamp<Clock> activity_;
+  options options_;
+  // The activity mark the last ping was reported for: one ping per quiet spell.
+  time_point pinged_for_{time_point::min()};
+};
+
+/// A heartbeat on std::chrono::steady_clock.
+using heartbeat = basic_heartbeat<std::chrono::steady_clock>;
+
+} // namespace asio_wheel
+
+#endif // ASIO_WHEEL_HEARTBEAT_HPP

@@ -1,0 +1,165 @@
+//
+// idle_timer.hpp
+// ~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_IDLE_TIMER_HPP
+#define ASIO_WHEEL_IDLE_TIMER_HPP
+
+#include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/detail/activity_stamp.hpp>
+
+#include <asio/async_result.hpp>
+#include <asio/compose.hpp>
+#include <asio/error.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <stdexcept>
+#include <utility>
+
+namespace asio_wheel {
+
+/// Completes when nothing has happened for a given time.
+/**
+ * The idle timeout of a connection, without a timer operation per read: touch() marks
+ * activity with a single store, and async_wait() completes once @c timeout has elapsed
+ * since the last touch(). When the wheel's deadline passes and a touch() came since, the
+ * wait re-arms itself for the remainder, lazily: a connection that is busy costs one
+ * wheel re-arm per timeout period, not one per read.
+ *
+ * @par Precision
+ * Never completes before @c timeout has elapsed since the last touch(); late by at most
+ * one wheel tick, plus one coarse clock tick (typically 1 to 4 ms, see touch()), plus the
+ * event loop's latency.
+ *
+ * @par Thread Safety
+ * @e Distinct @e objects: Safe.@n
+ * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
+ *
+ * @par Example
+ * @code
+ * asio_wheel::idle_timer idle(socket.get_executor(), 30s);
+ * idle.async_wait([&](asio::error_code ec) { if (!ec) socket.close(); });
+ * // on every read:
+ * idle.touch();
+ * @endcode
+ */
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
+          typename Executor = asio::any_io_executor>
+class basic_idle_timer {
+  using timer_type = basic_wheel_timer<Clock, WaitTraits, Executor>;
+
+public:
+  /// The type of the executor associated with the object.
+  using executor_type = Executor;
+  /// The clock type.
+  using clock_type = Clock;
+  /// The duration type of the clock.
+  using duration = typename Clock::duration;
+  /// The time point type of the clock.
+  using time_point = typename Clock::time_point;
+
+  /// Constructor. Construction counts as activity.
+  /**
+   * @throws std::invalid_argument if @c timeout is not positive.
+   */
+  basic_idle_timer(const executor_type& ex, const duration& timeout)
+      : timer_(ex), timeout_(checked(timeout)) {}
+
+  /// Constructor. Construction counts as activity.
+  template <typename ExecutionContext>
+  basic_idle_timer(
+      ExecutionContext& context, const duration& timeout,
+      std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
+          nullptr)
+      : timer_(context), timeout_(checked(timeout)) {}
+
+  /// Get the executor associated with the object.
+  const executor_type& get_executor() noexcept { return timer_.get_executor(); }
+
+  /// Marks activity now. O(1): one coarse clock read and one relaxed store; no wheel
+  /// operation, no lock, no allocation, no handler.
+  void touch() noexcept { activity_.mark(); }
+
+  /// The time of the last activity, as marked (never before the true time).
+  time_point last_activity() const noexcept { return activity_.last(); }
+
+  /// The idle timeout.
+  duration timeout() const noexcept { return timeout_; }
+
+  /// Changes the idle timeout; a pending wait follows the new value without being aborted.
+  /**
+   * @throws std::invalid_argument if @c timeout is not positive.
+   */
+  void set_timeout(const duration& timeout) {
+    timeout_ = checked(timeout);
+    detail::timer_access::retarget(timer_, activity_.after(timeout_));
+  }
+
+  /// Cancels the pending wait, which completes with asio::error::operation_aborted.
+  /**
+   * @return The number of waits cancelled.
+   */
+  std::size_t cancel() { return timer_.cancel(); }
+
+  /// Waits until the connection has been idle for the timeout.
+  /**
+   * @par Completion Signature
+   * @code void(asio::error_code) @endcode
+   * Success once @c timeout has elapsed since the last touch();
+   * asio::error::operation_aborted on cancel() or destruction.
+   *
+   * @par Per-Operation Cancellation
+   * terminal, partial and total cancellation abort the wait.
+   */
+  template <typename WaitToken = asio::default_completion_token_t<executor_type>>
+  auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
+    return asio::async_compose<WaitToken, void(asio::error_code)>(wait_op{this},
+                                                                   token, timer_);
+  }
+
+private:
+  static duration checked(const duration& timeout) {
+    if (timeout <= duration::zero())
+      throw std::invalid_argument("asio_wheel::idle_timer: the timeout must be positive");
+    return timeout;
+  }
+
+  struct wait_op {
+    basic_idle_timer* self;
+    bool started = false;
+
+    template <typename Self>
+    void operator()(Self& op, const asio::error_code& ec = {}) {
+      if (ec) {
+        op.complete(ec);
+        return;
+      }
+      const time_point deadline = self->activity_.after(self->timeout_);
+      // The first round always goes through the timer, so the handler is never called
+      // from inside async_wait().
+      if (started && clock_type::now() >= deadline) {
+        op.complete(asio::error_code());
+        return;
+      }
+      started = true;
+      self->timer_.expires_at(deadline);
+      self->timer_.async_wait(std::move(op));
+    }
+  };
+
+  timer_type timer_;
+  detail::activity_stamp<Clock> activity_;
+  duration timeout_;
+};
+
+/// An idle timer on std::chrono::steady_clock.
+using idle_timer = basic_idle_timer<std::chrono::steady_clock>;
+
+} // namespace asio_wheel
+
+#endif // ASIO_WHEEL_IDLE_TIMER_HPP
