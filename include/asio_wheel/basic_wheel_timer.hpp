@@ -194,13 +194,13 @@ public:
    * This function destroys the timer, cancelling any outstanding asynchronous wait
    * operations associated with the timer as if by calling @c cancel.
    */
-  ~basic_wheel_timer() { service_->cancel(entry_); }
+  ~basic_wheel_timer() { cancel(); }
 
   basic_wheel_timer(const basic_wheel_timer&) = delete;
   basic_wheel_timer& operator=(const basic_wheel_timer&) = delete;
 
   /// Get the executor associated with the object.
-  const executor_type& get_executor() noexcept { return executor_; }
+  executor_type get_executor() noexcept { return executor_; }
 
   /// Cancel any asynchronous operations that are waiting on the timer.
   /**
@@ -217,7 +217,12 @@ public:
    * asynchronous wait operations will have already been invoked or queued for invocation,
    * and can no longer be cancelled: they complete with success.
    */
-  std::size_t cancel() { return service_->cancel(entry_); }
+  std::size_t cancel() {
+    if (!entry_.might_have_pending_waits_)
+      return 0;
+    entry_.might_have_pending_waits_ = false;
+    return service_->cancel(entry_);
+  }
 
   /// Cancels one asynchronous operation that is waiting on the timer.
   /**
@@ -241,7 +246,7 @@ public:
    * @return The number of asynchronous operations that were cancelled.
    */
   std::size_t expires_at(const time_point& expiry_time) {
-    const std::size_t n = service_->cancel(entry_);
+    const std::size_t n = cancel();
     expiry_ = expiry_time;
     return n;
   }
@@ -281,8 +286,15 @@ public:
    */
   void wait(asio::error_code& ec) {
     ec = asio::error_code();
-    while (clock_type::now() < expiry_)
-      std::this_thread::sleep_for(traits_type::to_wait_duration(expiry_));
+    // The duration overload of to_wait_duration, as Asio's timer uses: the time_point one
+    // overflows computing now + duration::max().
+    for (time_point now = clock_type::now(); now < expiry_; now = clock_type::now()) {
+      typename duration::rep left{};
+      if (__builtin_sub_overflow(expiry_.time_since_epoch().count(),
+                                 now.time_since_epoch().count(), &left))
+        left = duration::max().count();
+      std::this_thread::sleep_for(traits_type::to_wait_duration(duration(left)));
+    }
   }
 
   /// Start an asynchronous wait on the timer.
@@ -362,18 +374,26 @@ private:
   basic_wheel_timer(move_tag, Other&& other)
       : service_(other.service_), executor_(other.executor_), expiry_(other.expiry_) {
     other.expiry_ = time_point();
-    service_->move_entry(entry_, other.entry_);
+    take_waits(other);
   }
 
   template <typename Other>
   void move_assign(Other&& other) {
     if (static_cast<void*>(this) == static_cast<void*>(&other))
       return;
-    service_->cancel(entry_);
+    cancel();
     service_ = other.service_;
     executor_ = other.executor_;
     expiry_ = other.expiry_;
     other.expiry_ = time_point();
+    take_waits(other);
+  }
+
+  template <typename Other>
+  void take_waits(Other& other) {
+    if (!std::exchange(other.entry_.might_have_pending_waits_, false))
+      return;
+    entry_.might_have_pending_waits_ = true;
     service_->move_entry(entry_, other.entry_);
   }
 
@@ -395,7 +415,7 @@ private:
 
     explicit initiate_async_wait(basic_wheel_timer* self) noexcept : self_(self) {}
 
-    const executor_type& get_executor() const noexcept { return self_->get_executor(); }
+    executor_type get_executor() const noexcept { return self_->get_executor(); }
 
     template <typename WaitHandler>
     void operator()(WaitHandler&& handler) const {
@@ -403,6 +423,7 @@ private:
                     "WaitHandler must be callable as void(asio::error_code)");
       self_->service_->async_wait(self_->entry_, self_->expiry_,
                                   std::forward<WaitHandler>(handler), self_->executor_);
+      self_->entry_.might_have_pending_waits_ = true;
     }
 
   private:

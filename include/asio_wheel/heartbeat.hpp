@@ -88,7 +88,7 @@ public:
           nullptr)
       : timer_(context), options_(checked(opts)) {}
 
-  const executor_type& get_executor() noexcept { return timer_.get_executor(); }
+  executor_type get_executor() noexcept { return timer_.get_executor(); }
 
   /// Marks input now: one coarse clock read and one relaxed store.
   void touch() noexcept { activity_.mark(); }

@@ -79,7 +79,7 @@ public:
       : timer_(context), timeout_(checked(timeout)) {}
 
   /// Get the executor associated with the object.
-  const executor_type& get_executor() noexcept { return timer_.get_executor(); }
+  executor_type get_executor() noexcept { return timer_.get_executor(); }
 
   /// Marks activity now. O(1): one coarse clock read and one relaxed store; no wheel
   /// operation, no lock, no allocation, no handler.

@@ -179,6 +179,20 @@ public:
     return true;
   }
 
+  // Unlinks every entry, calling `on_remove(wheel_node&)` for each after it is unlinked, in
+  // no particular order and without cascading: O(entries + occupied slots). For teardown.
+  template <typename OnRemove>
+  void clear(OnRemove&& on_remove) {
+    for (unsigned level = 0; level < num_levels; ++level) {
+      while (occupied_[level] != 0) {
+        const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+        wheel_node& node = *heads_[level * slots_per_level + index];
+        remove(node);
+        on_remove(node);
+      }
+    }
+  }
+
   // Throws std::logic_error describing the first broken invariant. O(entries): for tests.
   void check_invariants() const {
     std::size_t count = 0;

@@ -50,16 +50,28 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 
 namespace asio_wheel::detail {
 
 // The wheel state of one timer object; embedded in it.
 struct timer_entry : wheel_node {
+  // Owned by the timer object, not the service (so not guarded by the service's lock):
+  // false guarantees that no wait is pending, which lets expires_at() on an idle timer
+  // skip the service. Declared first so that it fits in wheel_node's tail padding.
+  bool might_have_pending_waits_ = false;
   // Pending waits, oldest first (linked through wait_op::next_/prev_). The entry is in the
   // wheel iff head_ != nullptr.
   wait_op* head_ = nullptr;
   wait_op* tail_ = nullptr;
 };
+
+// The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
+// any_executor::target<T>() casts without checking the type.
+template <typename T, typename AnyExecutor>
+const T* target_if(const AnyExecutor& ex) noexcept {
+  return ex.target_type() == typeid(T) ? ex.template target<T>() : nullptr;
+}
 
 template <typename Clock, typename WaitTraits>
 class wheel_service : public asio::execution_context::service {
@@ -128,10 +140,11 @@ public:
 
     wait_op* op = nullptr;
     if (is_home(ex))
-      op = wait_handler_op<handler_type, direct_completion>::create(std::move(handler));
+      op = wait_handler_op<handler_type, direct_completion>::create(
+          std::forward<Handler>(handler));
     else
       op = wait_handler_op<handler_type, tracked_executor<decltype(ex)>>::create(
-          std::move(handler), ex);
+          std::forward<Handler>(handler), ex);
 
     std::unique_lock lock(mutex_);
     if (shutdown_) {
@@ -237,13 +250,13 @@ private:
   template <typename Executor>
   static asio::any_io_executor context_executor(const Executor& ex) {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      if (const auto* io = ex.template target<asio::io_context::executor_type>())
+      if (const auto* io = target_if<asio::io_context::executor_type>(ex))
         return io->context().get_executor();
-      if (const auto* s = ex.template target<asio::strand<asio::io_context::executor_type>>())
+      if (const auto* s = target_if<asio::strand<asio::io_context::executor_type>>(ex))
         return s->get_inner_executor().context().get_executor();
-      if (const auto* s = ex.template target<asio::strand<asio::any_io_executor>>())
+      if (const auto* s = target_if<asio::strand<asio::any_io_executor>>(ex))
         return context_executor(s->get_inner_executor());
-      if (const auto* pool = ex.template target<asio::thread_pool::executor_type>())
+      if (const auto* pool = target_if<asio::thread_pool::executor_type>(ex))
         return pool->context().get_executor();
       return asio::prefer(ex, asio::execution::outstanding_work.untracked);
     } else if constexpr (requires { ex.get_inner_executor(); }) {
@@ -273,7 +286,7 @@ private:
     if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
       return is_home_io(ex);
     } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      const auto* io = ex.template target<asio::io_context::executor_type>();
+      const auto* io = target_if<asio::io_context::executor_type>(ex);
       return io != nullptr && is_home_io(*io);
     } else {
       return false;
@@ -291,8 +304,7 @@ private:
     {
       std::lock_guard lock(mutex_);
       shutdown_ = true;
-      wheel_->advance(std::numeric_limits<tick_type>::max(), timing_wheel::unlimited,
-                      [this](wheel_node& node) { detach_all(static_cast<timer_entry&>(node), false); });
+      wheel_->clear([this](wheel_node& node) { detach_all(static_cast<timer_entry&>(node), false); });
       list = ready_head_;
       ready_head_ = ready_tail_ = nullptr;
       // Destroyed now, while Asio's timer service and reactor still exist (they may have
@@ -366,9 +378,11 @@ private:
     timer_entry& entry = *op->owner_;
     (op->prev_ != nullptr ? op->prev_->next_ : entry.head_) = op->next_;
     (op->next_ != nullptr ? op->next_->prev_ : entry.tail_) = op->prev_;
+    // Queued (and the drain posted) before the driver may be disarmed: the drain is what
+    // keeps another thread's run() from returning in between.
+    make_ready(op, aborted);
     if (entry.head_ == nullptr && entry.is_linked())
       remove_entry(entry);
-    make_ready(op, aborted);
   }
 
   std::size_t detach_all(timer_entry& entry, bool aborted) {
@@ -376,8 +390,6 @@ private:
     if (op == nullptr)
       return 0;
     entry.head_ = entry.tail_ = nullptr;
-    if (entry.is_linked())
-      remove_entry(entry);
     std::size_t count = 0;
     while (op != nullptr) {
       wait_op* next = op->next_;
@@ -385,6 +397,9 @@ private:
       op = next;
       ++count;
     }
+    // After make_ready(): see detach().
+    if (entry.is_linked())
+      remove_entry(entry);
     return count;
   }
 

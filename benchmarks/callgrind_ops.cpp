@@ -1,0 +1,231 @@
+//
+// callgrind_ops.cpp
+// ~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+// Performs exactly K timer operations of one kind on one implementation, inside the function
+// `callgrind_measured_region`, so that callgrind can count the instructions of those K
+// operations and nothing else (scripts/bench divides by K):
+//
+//   valgrind --tool=callgrind --collect-atstart=no
+//            --toggle-collect=callgrind_measured_region
+//            build/release/bin/callgrind_ops steady reset 100000
+//
+// Usage: callgrind_ops <impl> <op> [K]        (K default 100000)
+//   impl  steady  asio::steady_timer
+//         wheel   asio_wheel::wheel_timer
+//         idle    asio_wheel::idle_timer (op touch only)
+//   op    arm     expires_after + async_wait on each of K idle timers (the pending set grows
+//                 from 0 to K)
+//         cancel  cancel() on each of K pending timers, then run the K aborted handlers
+//         reset   expires_after (aborting the pending wait) + async_wait on each of K pending
+//                 timers, then run the K aborted handlers: a connection's read, the
+//                 steady_timer way
+//         fire    run() until the K pending timers, all already due, have completed
+//         touch   idle only: touch() on each of K idle timers with a pending wait: a
+//                 connection's read, the asio-wheel way
+//
+// Timers not yet due are armed 60..600 s ahead (uniformly random, fixed seed), so nothing
+// fires during arm, cancel, reset or touch, however slowly valgrind runs them; for fire they were armed 1..100 ms ahead and the program
+// sleeps (outside the measured region) until all are due. Every handler count is checked;
+// the program exits non-zero if one is off. Prints "<impl> <op> K=<K> ok".
+
+#include <asio_wheel/idle_timer.hpp>
+#include <asio_wheel/wheel_timer.hpp>
+
+#include <asio/error.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct counts {
+  std::uint64_t ok = 0;
+  std::uint64_t aborted = 0;
+};
+
+counts handled;
+
+// The typical handler: a small lambda capturing one pointer.
+inline auto handler() {
+  return [c = &handled](const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted)
+      ++c->aborted;
+    else
+      ++c->ok;
+  };
+}
+
+struct rng {
+  std::uint64_t state = 42;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [lo, hi] milliseconds.
+  clock_type::duration ms(std::uint64_t lo, std::uint64_t hi) {
+    return std::chrono::duration_cast<clock_type::duration>(
+        std::chrono::milliseconds(lo + next() % (hi - lo + 1)));
+  }
+};
+
+} // namespace
+
+// The only function whose instructions are collected (callgrind --toggle-collect). Not
+// inlined, with C linkage so that its name needs no demangling.
+extern "C" __attribute__((noinline)) void callgrind_measured_region(const std::function<void()>* body) {
+  (*body)();
+}
+
+namespace {
+
+template <typename Timer>
+int run_timer_op(const std::string& op, std::size_t k) {
+  asio::io_context ctx(1);
+  std::vector<Timer> timers;
+  timers.reserve(k);
+  for (std::size_t i = 0; i < k; ++i)
+    timers.emplace_back(ctx);
+  rng r;
+  std::vector<clock_type::duration> later(k);
+  for (auto& d : later)
+    d = r.ms(60'000, 600'000);
+
+  auto arm_all = [&] {
+    for (std::size_t i = 0; i < k; ++i) {
+      timers[i].expires_after(later[i]);
+      timers[i].async_wait(handler());
+    }
+  };
+
+  std::function<void()> body;
+  counts expect;
+  if (op == "arm") {
+    body = [&] { arm_all(); };
+  } else if (op == "cancel") {
+    arm_all();
+    ctx.poll();
+    body = [&] {
+      for (auto& t : timers)
+        t.cancel();
+      ctx.poll();
+    };
+    expect.aborted = k;
+  } else if (op == "reset") {
+    arm_all();
+    ctx.poll();
+    body = [&] {
+      for (std::size_t i = 0; i < k; ++i) {
+        timers[i].expires_after(later[k - 1 - i]);
+        timers[i].async_wait(handler());
+      }
+      ctx.poll();
+    };
+    expect.aborted = k;
+  } else if (op == "fire") {
+    // Nothing is run before the measured region, so every timer is still pending when it
+    // starts, and all are due by then.
+    const auto base = clock_type::now();
+    for (std::size_t i = 0; i < k; ++i) {
+      timers[i].expires_at(base + r.ms(1, 100));
+      timers[i].async_wait(handler());
+    }
+    std::this_thread::sleep_until(base + 150ms);
+    body = [&] { ctx.run(); };
+    expect.ok = k;
+  } else {
+    std::fprintf(stderr, "callgrind_ops: op '%s' is not one of arm, cancel, reset, fire\n", op.c_str());
+    return 2;
+  }
+
+  handled = {};
+  callgrind_measured_region(&body);
+  if (op == "arm") {
+    // The k waits are pending; count nothing yet.
+    expect = {};
+  }
+  if (handled.ok != expect.ok || handled.aborted != expect.aborted) {
+    std::fprintf(stderr, "callgrind_ops: %s: expected %llu ok / %llu aborted, got %llu / %llu\n",
+                 op.c_str(), static_cast<unsigned long long>(expect.ok),
+                 static_cast<unsigned long long>(expect.aborted),
+                 static_cast<unsigned long long>(handled.ok),
+                 static_cast<unsigned long long>(handled.aborted));
+    return 1;
+  }
+  return 0;
+}
+
+int run_idle_op(const std::string& op, std::size_t k) {
+  if (op != "touch") {
+    std::fprintf(stderr, "callgrind_ops: impl idle supports op touch only\n");
+    return 2;
+  }
+  asio::io_context ctx(1);
+  std::vector<std::unique_ptr<asio_wheel::idle_timer>> timers;
+  timers.reserve(k);
+  rng r;
+  for (std::size_t i = 0; i < k; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::idle_timer>(ctx, r.ms(60'000, 600'000)));
+    timers.back()->async_wait(handler());
+  }
+  ctx.poll();
+  std::function<void()> body = [&] {
+    for (auto& t : timers)
+      t->touch();
+  };
+  handled = {};
+  callgrind_measured_region(&body);
+  ctx.poll();
+  if (handled.ok != 0 || handled.aborted != 0) {
+    std::fprintf(stderr, "callgrind_ops: touch completed a wait\n");
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: callgrind_ops steady|wheel|idle arm|cancel|reset|fire|touch [K]\n");
+    return 2;
+  }
+  const std::string impl = argv[1];
+  const std::string op = argv[2];
+  const std::size_t k = argc > 3 ? static_cast<std::size_t>(std::strtod(argv[3], nullptr)) : 100000;
+  if (k == 0) {
+    std::fprintf(stderr, "callgrind_ops: K must be positive\n");
+    return 2;
+  }
+  int rc = 2;
+  if (impl == "steady")
+    rc = run_timer_op<asio::steady_timer>(op, k);
+  else if (impl == "wheel")
+    rc = run_timer_op<asio_wheel::wheel_timer>(op, k);
+  else if (impl == "idle")
+    rc = run_idle_op(op, k);
+  else
+    std::fprintf(stderr, "callgrind_ops: impl '%s' is not one of steady, wheel, idle\n", impl.c_str());
+  if (rc == 0)
+    std::printf("%s %s K=%zu ok\n", impl.c_str(), op.c_str(), k);
+  return rc;
+}

@@ -1,0 +1,1214 @@
+//
+// cancel_after_test.cpp
+// ~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+// asio_wheel::cancel_after / cancel_at, the completion token adapters, and the `||` timeout
+// pattern with asio_wheel::wheel_timer.
+//
+//   * On a loopback TCP read that never gets data, with callbacks, use_awaitable, deferred
+//     and as_tuple: the read completes with operation_aborted at the deadline, never before.
+//   * When the operation completes first, its result passes through unchanged and the wheel
+//     entry leaves at once: io_context::run() returns promptly instead of waiting for a 10 s
+//     deadline.
+//   * The cancellation type given to the adapter is the one the operation sees; a
+//     cancellation emitted on the outer handler's slot is forwarded to the operation.
+//   * `op || timer.async_wait()`: the winner's result, and Asio issue #900 (with Asio 1.22's
+//     operator||, an operation that *throws* is not a "success", so || waits for the timer;
+//     the operation must report its error as a value (as_tuple, redirect_error, or a wrapper
+//     that catches) for || to return at once).
+//   * The io_context destroyed with an operation pending: the handler is destroyed, never
+//     called, and nothing leaks (the ASan+LSan build checks the last part).
+//
+// Timing: never-early checks are exact (the start is taken before the adapter is created,
+// which is when cancel_after computes its deadline); nothing asserts a tight upper bound.
+// "Promptly" means well under the 10 s (kFar) that a far deadline would take. Every run goes
+// through guarded_run(), whose watchdog stops an io_context that hangs.
+
+#include <asio_wheel/cancel_after.hpp>
+#include <asio_wheel/wheel_timer.hpp>
+
+#include <asio/async_result.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/buffer.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/error.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/read.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/system_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <variant>
+
+namespace doctest {
+
+template <>
+struct StringMaker<std::error_code> {
+  static String convert(const std::error_code& ec) {
+    const std::string s = std::string(ec.category().name()) + ":" + std::to_string(ec.value()) +
+                          " (" + ec.message() + ")";
+    return String(s.c_str());
+  }
+};
+
+template <class Rep, class Period>
+struct StringMaker<std::chrono::duration<Rep, Period>> {
+  static String convert(const std::chrono::duration<Rep, Period>& d) {
+    const auto us = std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(d);
+    return String((std::to_string(us.count() / 1000.0) + " ms").c_str());
+  }
+};
+
+template <>
+struct StringMaker<asio::cancellation_type_t> {
+  static String convert(asio::cancellation_type_t t) {
+    return String(("cancellation_type(" + std::to_string(static_cast<unsigned>(t)) + ")").c_str());
+  }
+};
+
+} // namespace doctest
+
+namespace {
+
+using namespace std::chrono_literals;
+using sclock = std::chrono::steady_clock;
+using asio::ip::tcp;
+using asio::experimental::as_tuple;
+using asio::experimental::deferred;
+
+// A deadline "10 s away" must never be what ends a test.
+constexpr auto kFar = 10s;
+// "Promptly": generous for a noisy 2-core machine (and sanitizers), still far below kFar.
+constexpr auto kPrompt = 3s;
+// A watchdog stops any io_context run that takes longer than this.
+constexpr auto kWatchdog = 8s;
+// The short deadline of the tests that expect the deadline to win.
+constexpr auto kShort = 50ms;
+
+const asio::error_code kOk{};
+const asio::error_code kAborted = asio::error::operation_aborted;
+const asio::error_code kEof = asio::error::eof;
+
+// ---------------------------------------------------------------------------------------
+// Running an io_context with a watchdog.
+
+struct run_report {
+  sclock::duration elapsed{};
+  bool timed_out = false;
+};
+
+run_report guarded_run(asio::io_context& ctx, sclock::duration limit = kWatchdog) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<bool> fired{false};
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lk(m);
+    if (!cv.wait_for(lk, limit, [&] { return done; })) {
+      fired = true;
+      ctx.stop();
+    }
+  });
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lk(m);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+  };
+  run_report r;
+  const auto t0 = sclock::now();
+  try {
+    ctx.run();
+  } catch (...) {
+    finish();
+    throw;
+  }
+  r.elapsed = sclock::now() - t0;
+  finish();
+  r.timed_out = fired;
+  return r;
+}
+
+#define CHECK_PROMPT(report)                                                                   \
+  do {                                                                                         \
+    CHECK_FALSE((report).timed_out);                                                           \
+    CHECK((report).elapsed < kPrompt);                                                         \
+  } while (false)
+
+// ---------------------------------------------------------------------------------------
+// Recording completions.
+
+struct outcome {
+  int calls = 0;
+  asio::error_code ec;
+  std::size_t bytes = 0;
+  sclock::time_point at{};
+};
+
+// A read handler recording into `o`.
+auto record(outcome& o) {
+  return [&o](asio::error_code ec, std::size_t n) {
+    ++o.calls;
+    o.ec = ec;
+    o.bytes = n;
+    o.at = sclock::now();
+  };
+}
+
+// A void(error_code) handler recording into `o`.
+auto record_ec(outcome& o) {
+  return [&o](asio::error_code ec) {
+    ++o.calls;
+    o.ec = ec;
+    o.at = sclock::now();
+  };
+}
+
+// Aborted by the deadline: exactly once, operation_aborted, not before `deadline`, and well
+// before the watchdog.
+#define CHECK_ABORTED_AT(o, deadline)                                                          \
+  do {                                                                                         \
+    CHECK((o).calls == 1);                                                                     \
+    CHECK((o).ec == kAborted);                                                                 \
+    CHECK((o).at >= (deadline));                                                               \
+    CHECK((o).at - (deadline) < kPrompt);                                                      \
+  } while (false)
+
+// Counts its own destructions: handlers own one to prove they were destroyed.
+struct life_token {
+  explicit life_token(int& destroyed) : destroyed_(&destroyed) {}
+  life_token(const life_token&) = delete;
+  life_token& operator=(const life_token&) = delete;
+  ~life_token() { ++*destroyed_; }
+  int* destroyed_;
+};
+
+// Runs a coroutine on `ctx`; whatever escapes it is rethrown from run().
+template <class F>
+void spawn(asio::io_context& ctx, F&& f) {
+  asio::co_spawn(ctx, std::forward<F>(f), [](std::exception_ptr e) {
+    if (e)
+      std::rethrow_exception(e);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// A connected loopback TCP pair: `server` is the accepted end.
+
+struct loopback {
+  explicit loopback(asio::io_context& ctx)
+      : acceptor(ctx, tcp::endpoint(asio::ip::address_v4::loopback(), 0)), client(ctx),
+        server(ctx) {
+    client.connect(acceptor.local_endpoint());
+    acceptor.accept(server);
+  }
+
+  tcp::acceptor acceptor;
+  tcp::socket client;
+  tcp::socket server;
+};
+
+// ---------------------------------------------------------------------------------------
+// manual_op: an asynchronous operation of our own (async_initiate), completed by the test.
+// It supports per-operation cancellation by emplacing a handler in the slot, which records
+// the cancellation type and completes the operation with operation_aborted (posted, as
+// Asio's own operations do). A cancellation that arrives after the operation has completed
+// is counted, not acted upon: no correct caller emits into the slot of a finished operation.
+
+class manual_op {
+public:
+  explicit manual_op(asio::io_context& ctx) : ex_(ctx.get_executor()) {}
+
+  manual_op(const manual_op&) = delete;
+  manual_op& operator=(const manual_op&) = delete;
+
+  template <typename Token>
+  auto async_run(Token&& token) {
+    return asio::async_initiate<Token, void(asio::error_code)>(initiation{this}, token);
+  }
+
+  bool pending() const noexcept { return handler_ != nullptr; }
+
+  // Completes the operation through the executor, as Asio's operations do.
+  void complete_later(asio::error_code ec = {}) {
+    if (!handler_)
+      return;
+    asio::post(ex_, [h = std::move(handler_), ec]() mutable { h->call(ec); });
+  }
+
+  // Completes the operation from inside the caller (which must be a handler on the
+  // operation's executor).
+  void complete_now(asio::error_code ec = {}) {
+    if (!handler_)
+      return;
+    auto h = std::move(handler_);
+    h->call(ec);
+  }
+
+  int initiations = 0;
+  int cancellations = 0;
+  int emits_after_completion = 0;
+  asio::cancellation_type_t last_type = asio::cancellation_type::none;
+  bool had_slot = false;
+
+private:
+  struct handler_base {
+    virtual ~handler_base() = default;
+    virtual void call(asio::error_code ec) = 0;
+  };
+
+  template <typename H>
+  struct handler_impl final : handler_base {
+    explicit handler_impl(H&& h) : handler(std::move(h)) {}
+    void call(asio::error_code ec) override { std::move(handler)(ec); }
+    H handler;
+  };
+
+  struct canceller {
+    manual_op* self;
+    void operator()(asio::cancellation_type_t type) const { self->on_cancel(type); }
+  };
+
+  struct initiation {
+    manual_op* self;
+
+    // Like an I/O object's initiation: says which executor the operation runs on.
+    using executor_type = asio::io_context::executor_type;
+    executor_type get_executor() const noexcept { return self->ex_; }
+
+    template <typename Handler>
+    void operator()(Handler&& handler) const {
+      ++self->initiations;
+      auto slot = asio::get_associated_cancellation_slot(handler);
+      self->had_slot = slot.is_connected();
+      if (slot.is_connected())
+        slot.template emplace<canceller>(canceller{self});
+      self->handler_ =
+          std::make_unique<handler_impl<std::decay_t<Handler>>>(std::forward<Handler>(handler));
+    }
+  };
+
+  void on_cancel(asio::cancellation_type_t type) {
+    if (!handler_) {
+      ++emits_after_completion;
+      return;
+    }
+    ++cancellations;
+    last_type = type;
+    complete_later(asio::error::operation_aborted);
+  }
+
+  asio::io_context::executor_type ex_;
+  std::unique_ptr<handler_base> handler_;
+};
+
+// The outcome of an awaitable that does not throw: a value or the exception. (Not a
+// std::variant: Asio's operator|| flattens variants.)
+template <typename T>
+struct caught {
+  std::optional<T> value;
+  std::exception_ptr error;
+};
+
+// Does not throw: the operation's exception becomes a value, so that `||` sees a success.
+template <typename T>
+asio::awaitable<caught<T>> no_throw(asio::awaitable<T> a) {
+  caught<T> c;
+  try {
+    c.value.emplace(co_await std::move(a));
+  } catch (...) {
+    c.error = std::current_exception();
+  }
+  co_return c;
+}
+
+asio::error_code code_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const asio::system_error& ex) {
+    return ex.code();
+  } catch (...) {
+    return asio::error::fault;
+  }
+}
+
+} // namespace
+
+// =======================================================================================
+// The deadline wins: a loopback read that never gets data
+// =======================================================================================
+
+TEST_CASE("cancel_after, callback: a read without data is aborted at the deadline, never "
+          "before") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 64> buf{};
+  outcome o;
+  const auto t0 = sclock::now();
+  lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(kShort, record(o)));
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_at, callback: a read without data is aborted at the time point, never "
+          "before") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 64> buf{};
+  outcome o;
+  const auto deadline = sclock::now() + kShort;
+  lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_at(deadline, record(o)));
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, deadline);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_after, use_awaitable: the read throws operation_aborted at the deadline") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  outcome o;
+  sclock::time_point t0{};
+  spawn(ctx, [&]() -> asio::awaitable<void> {
+    std::array<char, 64> buf{};
+    t0 = sclock::now();
+    try {
+      const std::size_t n = co_await lb.server.async_read_some(
+          asio::buffer(buf), asio_wheel::cancel_after(kShort, asio::use_awaitable));
+      o.bytes = n;
+    } catch (const asio::system_error& e) {
+      o.ec = e.code();
+    }
+    ++o.calls;
+    o.at = sclock::now();
+  });
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_at, use_awaitable: the read throws operation_aborted at the time point") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  outcome o;
+  sclock::time_point deadline{};
+  spawn(ctx, [&]() -> asio::awaitable<void> {
+    std::array<char, 64> buf{};
+    deadline = sclock::now() + kShort;
+    try {
+      co_await lb.server.async_read_some(asio::buffer(buf),
+                                         asio_wheel::cancel_at(deadline, asio::use_awaitable));
+    } catch (const asio::system_error& e) {
+      o.ec = e.code();
+    }
+    ++o.calls;
+    o.at = sclock::now();
+  });
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, deadline);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_after, deferred: the deadline counts from the adapter, the read is aborted") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 64> buf{};
+  outcome o;
+
+  SUBCASE("launched with a callback") {
+    const auto t0 = sclock::now();
+    auto op =
+        lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(kShort, deferred));
+    CHECK(o.calls == 0); // deferred: nothing started yet
+    std::move(op)(record(o));
+    const auto r = guarded_run(ctx);
+    CHECK_ABORTED_AT(o, t0 + kShort);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("awaited in a coroutine") {
+    sclock::time_point t0{};
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      t0 = sclock::now();
+      auto op = lb.server.async_read_some(asio::buffer(buf),
+                                          asio_wheel::cancel_after(kShort, deferred));
+      auto [ec, n] = co_await std::move(op)(as_tuple(asio::use_awaitable));
+      ++o.calls;
+      o.ec = ec;
+      o.bytes = n;
+      o.at = sclock::now();
+    });
+    const auto r = guarded_run(ctx);
+    CHECK_ABORTED_AT(o, t0 + kShort);
+    CHECK_PROMPT(r);
+  }
+}
+
+TEST_CASE("cancel_after with as_tuple, inside and outside the adapter") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  outcome o;
+  sclock::time_point t0{};
+
+  SUBCASE("cancel_after(t, as_tuple(use_awaitable))") {
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      std::array<char, 64> buf{};
+      t0 = sclock::now();
+      auto [ec, n] = co_await lb.server.async_read_some(
+          asio::buffer(buf), asio_wheel::cancel_after(kShort, as_tuple(asio::use_awaitable)));
+      ++o.calls;
+      o.ec = ec;
+      o.bytes = n;
+      o.at = sclock::now();
+    });
+  }
+
+  SUBCASE("as_tuple(cancel_after(t, use_awaitable))") {
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      std::array<char, 64> buf{};
+      t0 = sclock::now();
+      auto [ec, n] = co_await lb.server.async_read_some(
+          asio::buffer(buf), as_tuple(asio_wheel::cancel_after(kShort, asio::use_awaitable)));
+      ++o.calls;
+      o.ec = ec;
+      o.bytes = n;
+      o.at = sclock::now();
+    });
+  }
+
+  SUBCASE("cancel_after(t, redirect_error(use_awaitable, ec))") {
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      std::array<char, 64> buf{};
+      asio::error_code ec;
+      t0 = sclock::now();
+      const std::size_t n = co_await lb.server.async_read_some(
+          asio::buffer(buf),
+          asio_wheel::cancel_after(kShort, asio::redirect_error(asio::use_awaitable, ec)));
+      ++o.calls;
+      o.ec = ec;
+      o.bytes = n;
+      o.at = sclock::now();
+    });
+  }
+
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK(o.bytes == 0);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_after on a composed operation (async_read of 4 bytes, 3 sent)") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 4> buf{};
+  outcome o;
+  asio::write(lb.client, asio::buffer("abc", 3));
+  const auto t0 = sclock::now();
+  asio::async_read(lb.server, asio::buffer(buf), asio_wheel::cancel_after(kShort, record(o)));
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK(o.bytes == 3); // what was read before the deadline is reported
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_at a time point already passed: the operation is cancelled at once") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 64> buf{};
+  outcome o;
+  SUBCASE("a second ago") {
+    lb.server.async_read_some(asio::buffer(buf),
+                              asio_wheel::cancel_at(sclock::now() - 1s, record(o)));
+  }
+  SUBCASE("time_point::min()") {
+    lb.server.async_read_some(asio::buffer(buf),
+                              asio_wheel::cancel_at(sclock::time_point::min(), record(o)));
+  }
+  SUBCASE("cancel_after(0)") {
+    lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(0ms, record(o)));
+  }
+  SUBCASE("cancel_after(negative)") {
+    lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(-5s, record(o)));
+  }
+  const auto r = guarded_run(ctx);
+  CHECK(o.calls == 1);
+  CHECK(o.ec == kAborted);
+  CHECK_PROMPT(r);
+}
+
+// =======================================================================================
+// The operation wins: the result passes through, the wheel entry leaves at once
+// =======================================================================================
+
+TEST_CASE("the operation completes first: the result passes through and run() returns at "
+          "once") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 64> buf{};
+  outcome o;
+  asio::write(lb.client, asio::buffer("hello", 5));
+
+  SUBCASE("callback, cancel_after") {
+    lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(kFar, record(o)));
+  }
+  SUBCASE("callback, cancel_at") {
+    lb.server.async_read_some(asio::buffer(buf),
+                              asio_wheel::cancel_at(sclock::now() + kFar, record(o)));
+  }
+  SUBCASE("callback, explicit cancellation type") {
+    lb.server.async_read_some(
+        asio::buffer(buf),
+        asio_wheel::cancel_after(kFar, asio::cancellation_type::partial, record(o)));
+  }
+  SUBCASE("callback, cancel_after(duration::max()) saturates") {
+    lb.server.async_read_some(asio::buffer(buf),
+                              asio_wheel::cancel_after(sclock::duration::max(), record(o)));
+  }
+  SUBCASE("callback, cancel_at(time_point::max())") {
+    lb.server.async_read_some(asio::buffer(buf),
+                              asio_wheel::cancel_at(sclock::time_point::max(), record(o)));
+  }
+  SUBCASE("deferred") {
+    auto op =
+        lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(kFar, deferred));
+    std::move(op)(record(o));
+  }
+  SUBCASE("use_awaitable") {
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      const std::size_t n = co_await lb.server.async_read_some(
+          asio::buffer(buf), asio_wheel::cancel_after(kFar, asio::use_awaitable));
+      ++o.calls;
+      o.bytes = n;
+      o.at = sclock::now();
+    });
+  }
+  SUBCASE("as_tuple(use_awaitable)") {
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      auto [ec, n] = co_await lb.server.async_read_some(
+          asio::buffer(buf), asio_wheel::cancel_after(kFar, as_tuple(asio::use_awaitable)));
+      ++o.calls;
+      o.ec = ec;
+      o.bytes = n;
+      o.at = sclock::now();
+    });
+  }
+
+  const auto r = guarded_run(ctx);
+  CHECK(o.calls == 1);
+  CHECK(o.ec == kOk);
+  REQUIRE(o.bytes == 5);
+  CHECK(std::string_view(buf.data(), o.bytes) == "hello");
+  // The 10 s wheel wait left with the operation's completion, so run() ran out of work.
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("an error completes first: it passes through unchanged (eof when the peer closes)") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 64> buf{};
+  outcome o;
+  lb.client.close();
+
+  SUBCASE("callback") {
+    lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(kFar, record(o)));
+  }
+  SUBCASE("use_awaitable: the original exception") {
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      try {
+        co_await lb.server.async_read_some(asio::buffer(buf),
+                                           asio_wheel::cancel_after(kFar, asio::use_awaitable));
+      } catch (const asio::system_error& e) {
+        o.ec = e.code();
+      }
+      ++o.calls;
+    });
+  }
+  const auto r = guarded_run(ctx);
+  CHECK(o.calls == 1);
+  CHECK(o.ec == kEof);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("a custom operation (async_initiate) that completes first: result passes through, "
+          "run() returns at once") {
+  asio::io_context ctx;
+  manual_op op(ctx);
+  outcome o;
+  op.async_run(asio_wheel::cancel_after(kFar, record_ec(o)));
+  CHECK(op.initiations == 1);
+  CHECK(op.had_slot); // the adapter gave the operation a cancellation slot
+  asio::post(ctx, [&] { op.complete_later(asio::error::host_unreachable); });
+  const auto r = guarded_run(ctx);
+  CHECK(o.calls == 1);
+  CHECK(o.ec == asio::error_code(asio::error::host_unreachable));
+  CHECK(op.cancellations == 0);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("many operations that complete first leave nothing in the wheel") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 1> buf{};
+  constexpr int kReads = 200;
+  int completed = 0;
+  std::function<void()> next = [&] {
+    lb.server.async_read_some(asio::buffer(buf),
+                              asio_wheel::cancel_after(kFar, [&](asio::error_code ec, std::size_t) {
+                                CHECK(ec == kOk);
+                                if (++completed < kReads)
+                                  next();
+                              }));
+  };
+  const std::string data(kReads, 'x');
+  asio::write(lb.client, asio::buffer(data));
+  next();
+  const auto r = guarded_run(ctx);
+  CHECK(completed == kReads);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("the handler runs on its associated executor (a strand), and keeps its allocator "
+          "association") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  auto strand = asio::make_strand(ctx);
+  std::array<char, 64> buf{};
+  bool in_strand_timeout = false;
+  bool in_strand_success = false;
+  int calls = 0;
+  const auto t0 = sclock::now();
+  lb.server.async_read_some(
+      asio::buffer(buf),
+      asio_wheel::cancel_after(kShort, asio::bind_executor(strand, [&](asio::error_code ec,
+                                                                       std::size_t) {
+                                 ++calls;
+                                 CHECK(ec == kAborted);
+                                 CHECK(sclock::now() >= t0 + kShort);
+                                 in_strand_timeout = strand.running_in_this_thread();
+                                 // Then one that completes first, on the same strand.
+                                 asio::write(lb.client, asio::buffer("x", 1));
+                                 lb.server.async_read_some(
+                                     asio::buffer(buf),
+                                     asio_wheel::cancel_after(
+                                         kFar, asio::bind_executor(
+                                                   strand, [&](asio::error_code ec2, std::size_t n) {
+                                                     ++calls;
+                                                     CHECK(ec2 == kOk);
+                                                     CHECK(n == 1);
+                                                     in_strand_success =
+                                                         strand.running_in_this_thread();
+                                                   })));
+                               })));
+  const auto r = guarded_run(ctx);
+  CHECK(calls == 2);
+  CHECK(in_strand_timeout);
+  CHECK(in_strand_success);
+  CHECK_PROMPT(r);
+}
+
+// =======================================================================================
+// Cancellation types and forwarding
+// =======================================================================================
+
+TEST_CASE("the operation is cancelled with the given type: terminal by default, partial and "
+          "total as asked") {
+  asio::io_context ctx;
+  manual_op op(ctx);
+  outcome o;
+  asio::cancellation_type_t expected = asio::cancellation_type::terminal;
+  const auto t0 = sclock::now();
+  sclock::time_point deadline = t0 + kShort;
+
+  SUBCASE("cancel_after(t, token): terminal") {
+    op.async_run(asio_wheel::cancel_after(kShort, record_ec(o)));
+  }
+  SUBCASE("cancel_after(t, terminal, token)") {
+    op.async_run(asio_wheel::cancel_after(kShort, asio::cancellation_type::terminal, record_ec(o)));
+  }
+  SUBCASE("cancel_after(t, partial, token)") {
+    expected = asio::cancellation_type::partial;
+    op.async_run(asio_wheel::cancel_after(kShort, asio::cancellation_type::partial, record_ec(o)));
+  }
+  SUBCASE("cancel_after(t, total, token)") {
+    expected = asio::cancellation_type::total;
+    op.async_run(asio_wheel::cancel_after(kShort, asio::cancellation_type::total, record_ec(o)));
+  }
+  SUBCASE("cancel_at(tp, token): terminal") {
+    op.async_run(asio_wheel::cancel_at(deadline, record_ec(o)));
+  }
+  SUBCASE("cancel_at(tp, partial, token)") {
+    expected = asio::cancellation_type::partial;
+    op.async_run(asio_wheel::cancel_at(deadline, asio::cancellation_type::partial, record_ec(o)));
+  }
+  SUBCASE("cancel_at(tp, total, token)") {
+    expected = asio::cancellation_type::total;
+    op.async_run(asio_wheel::cancel_at(deadline, asio::cancellation_type::total, record_ec(o)));
+  }
+  SUBCASE("cancel_after(t, partial, use_awaitable)") {
+    expected = asio::cancellation_type::partial;
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      try {
+        co_await op.async_run(
+            asio_wheel::cancel_after(kShort, asio::cancellation_type::partial, asio::use_awaitable));
+      } catch (const asio::system_error& e) {
+        o.ec = e.code();
+      }
+      ++o.calls;
+      o.at = sclock::now();
+    });
+  }
+
+  const auto r = guarded_run(ctx);
+  CHECK(op.cancellations == 1);
+  CHECK(op.last_type == expected);
+  CHECK_ABORTED_AT(o, deadline);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("a cancellation emitted on the outer handler's slot is forwarded to the operation") {
+  asio::cancellation_signal outer; // outlives every operation bound to its slot
+  asio::io_context ctx;
+
+  SUBCASE("socket read, terminal: aborted at once, and the 10 s deadline leaves the wheel") {
+    loopback lb(ctx);
+    std::array<char, 64> buf{};
+    outcome o;
+    lb.server.async_read_some(
+        asio::buffer(buf),
+        asio_wheel::cancel_after(kFar, asio::bind_cancellation_slot(outer.slot(), record(o))));
+    asio::post(ctx, [&] { outer.emit(asio::cancellation_type::terminal); });
+    const auto r = guarded_run(ctx);
+    CHECK(o.calls == 1);
+    CHECK(o.ec == kAborted);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("custom operation: the outer type is forwarded as is (partial, total)") {
+    for (const auto type : {asio::cancellation_type::partial, asio::cancellation_type::total,
+                            asio::cancellation_type::terminal}) {
+      CAPTURE(type);
+      manual_op op(ctx);
+      outcome o;
+      op.async_run(
+          asio_wheel::cancel_after(kFar, asio::bind_cancellation_slot(outer.slot(), record_ec(o))));
+      asio::post(ctx, [&] { outer.emit(type); });
+      const auto r = guarded_run(ctx);
+      ctx.restart();
+      CHECK(op.cancellations == 1);
+      CHECK(op.last_type == type);
+      CHECK(o.calls == 1);
+      CHECK(o.ec == kAborted);
+      CHECK_PROMPT(r);
+    }
+  }
+
+  SUBCASE("coroutine: co_spawn bound to the slot, emit aborts the awaited read") {
+    loopback lb(ctx);
+    outcome o;
+    asio::co_spawn(
+        ctx,
+        [&]() -> asio::awaitable<void> {
+          std::array<char, 64> buf{};
+          try {
+            co_await lb.server.async_read_some(asio::buffer(buf),
+                                               asio_wheel::cancel_after(kFar, asio::use_awaitable));
+          } catch (const asio::system_error& e) {
+            o.ec = e.code();
+          }
+          ++o.calls;
+        },
+        asio::bind_cancellation_slot(outer.slot(), [](std::exception_ptr e) {
+          if (e)
+            std::rethrow_exception(e);
+        }));
+    asio_wheel::wheel_timer later(ctx, 20ms);
+    later.async_wait([&](asio::error_code) { outer.emit(asio::cancellation_type::terminal); });
+    const auto r = guarded_run(ctx);
+    CHECK(o.calls == 1);
+    CHECK(o.ec == kAborted);
+    CHECK_PROMPT(r);
+  }
+}
+
+TEST_CASE("after the operation completes, the outer slot no longer refers to the adapter") {
+  asio::cancellation_signal outer;
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::array<char, 64> buf{};
+  outcome o;
+  asio::write(lb.client, asio::buffer("x", 1));
+  lb.server.async_read_some(
+      asio::buffer(buf),
+      asio_wheel::cancel_after(kFar, asio::bind_cancellation_slot(outer.slot(), record(o))));
+  CHECK(outer.slot().has_handler()); // forwarding installed while pending
+  const auto r = guarded_run(ctx);
+  CHECK(o.calls == 1);
+  CHECK(o.ec == kOk);
+  CHECK_PROMPT(r);
+  CHECK_FALSE(outer.slot().has_handler()); // cleared with the completion
+  outer.emit(asio::cancellation_type::terminal); // harmless
+  CHECK(o.calls == 1);
+}
+
+// The deadline's wait and the operation's completion can be decided in the same turn of the
+// wheel: here a wheel_timer due at the same tick completes the operation from its handler,
+// so the operation's handler runs before (or after) the deadline's. Either way the deadline
+// must not emit into the slot of an operation that has already completed: for an operation
+// whose slot handler refers to its own (by then freed) state, that emit is a use after free.
+TEST_CASE("the deadline never cancels an operation that has already completed (same tick)") {
+  asio::io_context ctx;
+  manual_op op(ctx);
+  outcome o;
+  const auto deadline = sclock::now() + 30ms;
+  asio_wheel::wheel_timer completer(ctx);
+  completer.expires_at(deadline);
+
+  SUBCASE("the completing timer's wait is started first") {
+    completer.async_wait([&](asio::error_code) { op.complete_now(); });
+    op.async_run(asio_wheel::cancel_at(deadline, record_ec(o)));
+  }
+  SUBCASE("the operation is started first") {
+    op.async_run(asio_wheel::cancel_at(deadline, record_ec(o)));
+    completer.async_wait([&](asio::error_code) { op.complete_now(); });
+  }
+
+  const auto r = guarded_run(ctx);
+  CHECK(o.calls == 1);
+  CHECK(op.emits_after_completion == 0);
+  CHECK_PROMPT(r);
+}
+
+// =======================================================================================
+// The `||` pattern with wheel_timer, and Asio #900
+// =======================================================================================
+
+using namespace asio::experimental::awaitable_operators;
+
+TEST_CASE("||: the read wins when data arrives; the timer is cancelled and run() returns at "
+          "once") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  asio::write(lb.client, asio::buffer("ping", 4));
+  std::size_t index = 99;
+  std::size_t bytes = 0;
+  spawn(ctx, [&]() -> asio::awaitable<void> {
+    std::array<char, 64> buf{};
+    asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kFar);
+    auto result = co_await (lb.server.async_read_some(asio::buffer(buf), asio::use_awaitable) ||
+                            timer.async_wait(asio::use_awaitable));
+    index = result.index();
+    if (result.index() == 0)
+      bytes = std::get<0>(result);
+  });
+  const auto r = guarded_run(ctx);
+  CHECK(index == 0);
+  CHECK(bytes == 4);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("||: the timer wins when no data comes, never before its expiry; the read is "
+          "cancelled") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::size_t index = 99;
+  sclock::time_point t0{}, t1{};
+  asio::error_code later_read;
+  spawn(ctx, [&]() -> asio::awaitable<void> {
+    std::array<char, 64> buf{};
+    asio_wheel::wheel_timer timer(co_await asio::this_coro::executor);
+    t0 = sclock::now();
+    timer.expires_after(kShort);
+    auto result = co_await (lb.server.async_read_some(asio::buffer(buf), asio::use_awaitable) ||
+                            timer.async_wait(asio::use_awaitable));
+    t1 = sclock::now();
+    index = result.index();
+    // The socket is usable again: the cancelled read is gone.
+    asio::write(lb.client, asio::buffer("z", 1));
+    auto [ec, n] = co_await lb.server.async_read_some(asio::buffer(buf),
+                                                      as_tuple(asio::use_awaitable));
+    later_read = ec;
+    CHECK(n == 1);
+  });
+  const auto r = guarded_run(ctx);
+  CHECK(index == 1);
+  CHECK(t1 >= t0 + kShort);
+  CHECK(later_read == kOk);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("||, #900: when the operation fails, || returns at once, without waiting for the "
+          "10 s timer, as long as the failure is a value, not an exception") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  std::size_t index = 99;
+  asio::error_code ec_seen;
+  sclock::duration elapsed{};
+
+  SUBCASE("the peer closes: eof via as_tuple") {
+    lb.client.close();
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      std::array<char, 64> buf{};
+      asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kFar);
+      const auto t0 = sclock::now();
+      auto result =
+          co_await (lb.server.async_read_some(asio::buffer(buf), as_tuple(asio::use_awaitable)) ||
+                    timer.async_wait(asio::use_awaitable));
+      elapsed = sclock::now() - t0;
+      index = result.index();
+      if (result.index() == 0)
+        ec_seen = std::get<0>(std::get<0>(result));
+    });
+  }
+
+  SUBCASE("the peer closes while the read is pending: eof via redirect_error") {
+    asio_wheel::wheel_timer closer(ctx, 20ms);
+    closer.async_wait([&](asio::error_code) { lb.client.close(); });
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      std::array<char, 64> buf{};
+      asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kFar);
+      asio::error_code ec;
+      const auto t0 = sclock::now();
+      auto result = co_await (lb.server.async_read_some(
+                                  asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec)) ||
+                              timer.async_wait(asio::use_awaitable));
+      elapsed = sclock::now() - t0;
+      index = result.index();
+      ec_seen = ec;
+    });
+  }
+
+  SUBCASE("the read fails immediately (socket already closed): bad_descriptor via as_tuple") {
+    lb.server.close();
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      std::array<char, 64> buf{};
+      asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kFar);
+      const auto t0 = sclock::now();
+      auto result =
+          co_await (lb.server.async_read_some(asio::buffer(buf), as_tuple(asio::use_awaitable)) ||
+                    timer.async_wait(asio::use_awaitable));
+      elapsed = sclock::now() - t0;
+      index = result.index();
+      if (result.index() == 0)
+        ec_seen = std::get<0>(std::get<0>(result));
+    });
+  }
+
+  SUBCASE("the operation throws: a wrapper turns the exception into a value") {
+    lb.client.close();
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      std::array<char, 64> buf{};
+      asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kFar);
+      const auto t0 = sclock::now();
+      auto result = co_await (
+          no_throw(lb.server.async_read_some(asio::buffer(buf), asio::use_awaitable)) ||
+          timer.async_wait(asio::use_awaitable));
+      elapsed = sclock::now() - t0;
+      index = result.index();
+      if (result.index() == 0) {
+        const auto& c = std::get<0>(result);
+        if (c.error)
+          ec_seen = code_of(c.error);
+      }
+    });
+  }
+
+  const auto r = guarded_run(ctx);
+  CHECK(index == 0);
+  CHECK(ec_seen != kOk);
+  CHECK(ec_seen != kAborted);
+  CHECK(elapsed < kPrompt);
+  CHECK_PROMPT(r);
+}
+
+// Documents the pitfall itself (Asio 1.22's operator|| waits for one *success*): with a read
+// that throws, || does not return when the read fails; it waits for the timer, reports the
+// timer as the winner, and the read's error is lost. A short timer keeps the test fast.
+TEST_CASE("||, #900 pitfall: a throwing read makes || wait for the timer (Asio 1.22 "
+          "behaviour, the reason for the as_tuple form above)") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  lb.client.close();
+  constexpr auto kTimer = 150ms;
+  std::size_t index = 99;
+  sclock::duration elapsed{};
+  spawn(ctx, [&]() -> asio::awaitable<void> {
+    std::array<char, 64> buf{};
+    asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kTimer);
+    const auto t0 = sclock::now();
+    auto result = co_await (lb.server.async_read_some(asio::buffer(buf), asio::use_awaitable) ||
+                            timer.async_wait(asio::use_awaitable));
+    elapsed = sclock::now() - t0;
+    index = result.index();
+  });
+  const auto r = guarded_run(ctx);
+  CHECK(index == 1);         // "the timer won"
+  CHECK(elapsed >= kTimer - 1ms); // the eof came at once, || waited for the timer anyway
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("the alternative to ||: cancel_after passes a failure through at once") {
+  asio::io_context ctx;
+  loopback lb(ctx);
+  lb.client.close();
+  asio::error_code ec_seen;
+  sclock::duration elapsed{};
+  spawn(ctx, [&]() -> asio::awaitable<void> {
+    std::array<char, 64> buf{};
+    const auto t0 = sclock::now();
+    try {
+      co_await lb.server.async_read_some(asio::buffer(buf),
+                                         asio_wheel::cancel_after(kFar, asio::use_awaitable));
+    } catch (const asio::system_error& e) {
+      ec_seen = e.code();
+    }
+    elapsed = sclock::now() - t0;
+  });
+  const auto r = guarded_run(ctx);
+  CHECK(ec_seen == kEof);
+  CHECK(elapsed < kPrompt);
+  CHECK_PROMPT(r);
+}
+
+// =======================================================================================
+// Destroying the io_context with an operation pending
+// =======================================================================================
+
+TEST_CASE("the io_context destroyed with a cancel_after operation pending: the handler is "
+          "destroyed, never called, nothing leaks") {
+  int destroyed = 0;
+  int called = 0;
+
+  SUBCASE("callback owning its socket, never run") {
+    {
+      asio::io_context ctx;
+      loopback lb(ctx);
+      auto sock = std::make_shared<tcp::socket>(std::move(lb.server));
+      auto buf = std::make_shared<std::array<char, 64>>();
+      sock->async_read_some(asio::buffer(*buf),
+                            asio_wheel::cancel_after(
+                                kFar, [sock, buf, guard = std::make_shared<life_token>(destroyed),
+                                       &called](asio::error_code, std::size_t) { ++called; }));
+    }
+    CHECK(destroyed == 1);
+    CHECK(called == 0);
+  }
+
+  SUBCASE("callback owning its socket, after the context ran a while") {
+    {
+      asio::io_context ctx;
+      loopback lb(ctx);
+      auto sock = std::make_shared<tcp::socket>(std::move(lb.server));
+      auto buf = std::make_shared<std::array<char, 64>>();
+      sock->async_read_some(asio::buffer(*buf),
+                            asio_wheel::cancel_after(
+                                kFar, [sock, buf, guard = std::make_shared<life_token>(destroyed),
+                                       &called](asio::error_code, std::size_t) { ++called; }));
+      ctx.run_for(20ms);
+    }
+    CHECK(destroyed == 1);
+    CHECK(called == 0);
+  }
+
+  SUBCASE("the wheel service created before the socket's") {
+    {
+      asio::io_context ctx;
+      asio_wheel::wheel_timer first(ctx, kFar);
+      first.async_wait([](asio::error_code) {});
+      loopback lb(ctx);
+      auto sock = std::make_shared<tcp::socket>(std::move(lb.server));
+      auto buf = std::make_shared<std::array<char, 64>>();
+      sock->async_read_some(asio::buffer(*buf),
+                            asio_wheel::cancel_after(
+                                kFar, [sock, buf, guard = std::make_shared<life_token>(destroyed),
+                                       &called](asio::error_code, std::size_t) { ++called; }));
+      ctx.poll();
+    }
+    CHECK(destroyed == 1);
+    CHECK(called == 0);
+  }
+
+  SUBCASE("the deadline already passed, its cancellation not yet delivered") {
+    {
+      asio::io_context ctx;
+      loopback lb(ctx);
+      auto sock = std::make_shared<tcp::socket>(std::move(lb.server));
+      auto buf = std::make_shared<std::array<char, 64>>();
+      sock->async_read_some(asio::buffer(*buf),
+                            asio_wheel::cancel_after(
+                                1ms, [sock, buf, guard = std::make_shared<life_token>(destroyed),
+                                      &called](asio::error_code, std::size_t) { ++called; }));
+      std::this_thread::sleep_for(10ms);
+    }
+    CHECK(destroyed == 1);
+    CHECK(called == 0);
+  }
+
+  SUBCASE("a coroutine awaiting the read, owning its socket") {
+    {
+      asio::io_context ctx;
+      loopback lb(ctx);
+      asio::co_spawn(
+          ctx,
+          [](tcp::socket sock, std::shared_ptr<life_token>, int& calls) -> asio::awaitable<void> {
+            std::array<char, 64> buf{};
+            co_await sock.async_read_some(asio::buffer(buf),
+                                          asio_wheel::cancel_after(kFar, asio::use_awaitable));
+            ++calls;
+          }(std::move(lb.server), std::make_shared<life_token>(destroyed), called),
+          asio::detached);
+      ctx.poll();
+    }
+    CHECK(destroyed == 1);
+    CHECK(called == 0);
+  }
+
+  SUBCASE("a custom operation holding the handler, destroyed with the context's objects") {
+    {
+      asio::io_context ctx;
+      manual_op op(ctx);
+      op.async_run(asio_wheel::cancel_after(
+          kFar, [guard = std::make_shared<life_token>(destroyed), &called](asio::error_code) {
+            ++called;
+          }));
+      ctx.poll();
+    } // op (declared after ctx) goes first, destroying the handler, then the context
+    CHECK(destroyed == 1);
+    CHECK(called == 0);
+  }
+}

@@ -1,0 +1,328 @@
+//
+// idle_timer_mt_test.cpp
+// ~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+// touch() from other threads while waits are pending (label "concurrency": also run under
+// ThreadSanitizer). idle_timer and heartbeat document touch() as the one member any thread
+// may call at any time; everything else stays on the thread(s) running the context.
+//
+// Never-early checks are exact for a single touching thread: the time is taken before each
+// touch(), and the completion must come at least a timeout after the last one. With several
+// touching threads the last *stored* mark may come from a thread whose touch started
+// earlier (a clock read and a store are not one atomic step), so the bound is the earliest
+// of the threads' last touches. Keep-alive is asserted only when the touching threads
+// really touched more often than the timeout (a preempted thread can leave a gap, after
+// which an idle timer is right to fire).
+
+#include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/idle_timer.hpp>
+
+#include <asio/error.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace doctest {
+
+template <>
+struct StringMaker<std::error_code> {
+  static String convert(const std::error_code& ec) {
+    const std::string s = std::string(ec.category().name()) + ":" + std::to_string(ec.value()) +
+                          " (" + ec.message() + ")";
+    return String(s.c_str());
+  }
+};
+
+template <class Rep, class Period>
+struct StringMaker<std::chrono::duration<Rep, Period>> {
+  static String convert(const std::chrono::duration<Rep, Period>& d) {
+    const auto us = std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(d);
+    return String((std::to_string(us.count() / 1000.0) + " ms").c_str());
+  }
+};
+
+template <class Clock, class Duration>
+struct StringMaker<std::chrono::time_point<Clock, Duration>> {
+  static String convert(const std::chrono::time_point<Clock, Duration>& tp) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch());
+    return String(("epoch+" + std::to_string(us.count()) + " us").c_str());
+  }
+};
+
+} // namespace doctest
+
+namespace {
+
+using namespace std::chrono_literals;
+using sclock = std::chrono::steady_clock;
+
+constexpr auto kPrompt = 5s;     // generous: TSan slows everything down
+constexpr auto kWatchdog = 20s;
+
+const asio::error_code kOk{};
+
+// Runs `ctx` on `threads` threads (this one included) with a watchdog; returns true if the
+// watchdog had to stop it.
+bool guarded_run(asio::io_context& ctx, int threads = 1, sclock::duration limit = kWatchdog) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<bool> fired{false};
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lk(m);
+    if (!cv.wait_for(lk, limit, [&] { return done; })) {
+      fired = true;
+      ctx.stop();
+    }
+  });
+  std::vector<std::thread> others;
+  for (int i = 1; i < threads; ++i)
+    others.emplace_back([&] { ctx.run(); });
+  ctx.run();
+  for (auto& t : others)
+    t.join();
+  {
+    std::lock_guard<std::mutex> lk(m);
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+  return fired;
+}
+
+// A thread that touches every object of a set `rounds` times, `period` apart, recording the
+// time before each round and the longest interval between rounds.
+template <class T>
+class toucher {
+public:
+  toucher(std::vector<std::unique_ptr<T>>& objects, sclock::duration period, int rounds)
+      : thread_([this, &objects, period, rounds] {
+          auto next = sclock::now();
+          for (int r = 0; r < rounds; ++r) {
+            const auto t = sclock::now();
+            if (r > 0)
+              max_gap_ = std::max(max_gap_, t - last_start_);
+            last_start_ = t;
+            for (auto& o : objects) {
+              o->touch();
+              (void)o->last_activity(); // a concurrent reader, too
+            }
+            ++touches_;
+            next += period;
+            std::this_thread::sleep_until(next);
+          }
+        }) {}
+
+  void join() { thread_.join(); }
+
+  // Valid after join().
+  sclock::time_point last_start() const { return last_start_; }
+  sclock::duration max_gap() const { return max_gap_; }
+  int rounds() const { return touches_; }
+
+private:
+  sclock::time_point last_start_{};
+  sclock::duration max_gap_{};
+  int touches_ = 0;
+  std::thread thread_;
+};
+
+struct outcome {
+  int calls = 0;
+  asio::error_code ec;
+  sclock::time_point at{};
+};
+
+} // namespace
+
+TEST_CASE("idle_timer: touch() from another thread keeps pending waits alive; they complete "
+          "a timeout after the last touch, never before") {
+  asio::io_context ctx(1);
+  constexpr int kTimers = 64;
+  constexpr auto kTimeout = 100ms;
+  std::vector<std::unique_ptr<asio_wheel::idle_timer>> timers;
+  std::vector<outcome> outcomes(kTimers);
+  for (int i = 0; i < kTimers; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::idle_timer>(ctx, kTimeout));
+    auto& o = outcomes[i];
+    timers.back()->async_wait([&o](asio::error_code ec) {
+      ++o.calls;
+      o.ec = ec;
+      o.at = sclock::now();
+    });
+  }
+  const auto start = sclock::now();
+  toucher<asio_wheel::idle_timer> t(timers, 5ms, 80); // 400 ms of touching
+  const bool timed_out = guarded_run(ctx);
+  t.join();
+
+  CHECK_FALSE(timed_out);
+  const bool steady = t.max_gap() < kTimeout - 20ms;
+  if (!steady)
+    MESSAGE("toucher stalled (gap " << t.max_gap() << "): keep-alive not asserted");
+  for (int i = 0; i < kTimers; ++i) {
+    CAPTURE(i);
+    const auto& o = outcomes[i];
+    CHECK(o.calls == 1);
+    CHECK(o.ec == kOk);
+    if (steady) {
+      CHECK(o.at >= t.last_start() + kTimeout);
+      CHECK(o.at - (t.last_start() + kTimeout) < kPrompt);
+    }
+    CHECK(o.at >= start + kTimeout);
+  }
+}
+
+TEST_CASE("idle_timer: touches from several threads while the context runs on two threads") {
+  asio::io_context ctx(2);
+  constexpr int kTimers = 128;
+  constexpr auto kTimeout = 80ms;
+  std::vector<std::unique_ptr<asio_wheel::idle_timer>> timers;
+  std::vector<outcome> outcomes(kTimers);
+  std::atomic<int> completed{0};
+  for (int i = 0; i < kTimers; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::idle_timer>(ctx, kTimeout));
+    auto& o = outcomes[i];
+    timers.back()->async_wait([&o, &completed](asio::error_code ec) {
+      ++o.calls;
+      o.ec = ec;
+      o.at = sclock::now();
+      completed.fetch_add(1, std::memory_order_relaxed);
+    });
+  }
+  const auto start = sclock::now();
+  toucher<asio_wheel::idle_timer> a(timers, 4ms, 75);
+  toucher<asio_wheel::idle_timer> b(timers, 7ms, 43);
+  const bool timed_out = guarded_run(ctx, 2);
+  a.join();
+  b.join();
+
+  CHECK_FALSE(timed_out);
+  CHECK(completed.load() == kTimers);
+  const bool steady = a.max_gap() < kTimeout - 20ms && b.max_gap() < kTimeout - 20ms;
+  // The last stored mark is one thread's last touch or later: at least the earlier of the
+  // two threads' last touches.
+  const auto floor = std::min(a.last_start(), b.last_start());
+  for (int i = 0; i < kTimers; ++i) {
+    CAPTURE(i);
+    const auto& o = outcomes[i];
+    CHECK(o.calls == 1);
+    CHECK(o.ec == kOk);
+    if (steady)
+      CHECK(o.at >= floor + kTimeout);
+    CHECK(o.at >= start + kTimeout);
+  }
+}
+
+TEST_CASE("idle_timer: waits re-armed from their handlers while another thread touches") {
+  asio::io_context ctx(1);
+  constexpr int kTimers = 32;
+  constexpr auto kTimeout = 30ms;
+  std::vector<std::unique_ptr<asio_wheel::idle_timer>> timers;
+  std::vector<int> completions(kTimers, 0);
+  std::vector<sclock::time_point> last_completion(kTimers);
+  std::atomic<bool> stop{false};
+  std::function<void(int)> wait = [&](int i) {
+    timers[i]->async_wait([&, i](asio::error_code ec) {
+      if (ec)
+        return;
+      ++completions[i];
+      last_completion[i] = sclock::now();
+      if (!stop.load(std::memory_order_relaxed)) {
+        timers[i]->touch(); // a new idle period starts now (the even ones: concurrently)
+        wait(i);
+      }
+    });
+  };
+  for (int i = 0; i < kTimers; ++i)
+    timers.push_back(std::make_unique<asio_wheel::idle_timer>(ctx, kTimeout));
+  for (int i = 0; i < kTimers; ++i)
+    wait(i);
+  // Touch only the even timers, every 5 ms, for 300 ms; then ask the waits to stop.
+  std::thread touch_even([&] {
+    const auto end = sclock::now() + 300ms;
+    while (sclock::now() < end) {
+      for (int i = 0; i < kTimers; i += 2)
+        timers[i]->touch();
+      std::this_thread::sleep_for(5ms);
+    }
+    stop.store(true, std::memory_order_relaxed);
+  });
+  const bool timed_out = guarded_run(ctx);
+  touch_even.join();
+  CHECK_FALSE(timed_out);
+  int odd = 0, even = 0;
+  for (int i = 0; i < kTimers; ++i)
+    (i % 2 == 0 ? even : odd) += completions[i];
+  // The untouched (odd) timers complete about every timeout, the touched ones rarely.
+  CHECK(odd >= kTimers / 2 * 3);
+  MESSAGE("completions while touched: " << even << ", untouched: " << odd);
+}
+
+TEST_CASE("heartbeat: touch() from another thread keeps the peers quiet; silence then brings "
+          "one ping and the drop") {
+  asio::io_context ctx(1);
+  constexpr int kPeers = 32;
+  constexpr auto kPing = 60ms;
+  constexpr auto kDrop = 150ms;
+  using hb = asio_wheel::heartbeat;
+  std::vector<std::unique_ptr<hb>> peers;
+  struct log {
+    std::vector<hb::event> events;
+    std::vector<sclock::time_point> at;
+  };
+  std::vector<log> logs(kPeers);
+  std::function<void(int)> next = [&](int i) {
+    peers[i]->async_next([&, i](asio::error_code ec, hb::event ev) {
+      if (ec)
+        return;
+      logs[i].events.push_back(ev);
+      logs[i].at.push_back(sclock::now());
+      if (ev == hb::event::ping)
+        next(i);
+    });
+  };
+  for (int i = 0; i < kPeers; ++i)
+    peers.push_back(std::make_unique<hb>(ctx, hb::options{.ping_after = kPing, .drop_after = kDrop}));
+  for (int i = 0; i < kPeers; ++i)
+    next(i);
+  toucher<hb> t(peers, 5ms, 60); // 300 ms of input
+  const bool timed_out = guarded_run(ctx);
+  t.join();
+
+  CHECK_FALSE(timed_out);
+  const bool steady = t.max_gap() < kPing - 20ms;
+  if (!steady)
+    MESSAGE("toucher stalled (gap " << t.max_gap() << "): quietness not asserted");
+  for (int i = 0; i < kPeers; ++i) {
+    CAPTURE(i);
+    const auto& l = logs[i];
+    REQUIRE(!l.events.empty());
+    CHECK(l.events.back() == hb::event::drop);
+    if (steady) {
+      REQUIRE(l.events.size() == 2);
+      CHECK(l.events[0] == hb::event::ping);
+      CHECK(l.at[0] >= t.last_start() + kPing);
+      CHECK(l.at[1] >= t.last_start() + kDrop);
+      CHECK(l.at[1] - (t.last_start() + kDrop) < kPrompt);
+    }
+  }
+}

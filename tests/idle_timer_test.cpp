@@ -1,0 +1,906 @@
+//
+// idle_timer_test.cpp
+// ~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+// asio_wheel::idle_timer and asio_wheel::heartbeat, on one thread (touch() from other
+// threads is in idle_timer_mt_test.cpp).
+//
+// idle_timer: construction counts as activity; async_wait completes once the timeout has
+// elapsed since the last touch(), never earlier; touches keep it pending; cancel(),
+// per-operation cancellation and destruction abort it; set_timeout() moves a pending wait
+// without aborting it; invalid timeouts throw; use_awaitable, deferred and as_tuple work.
+//
+// heartbeat: event::ping once the peer has been quiet for ping_after (once per quiet
+// spell), event::drop once quiet for drop_after; touch() starts a new spell; invalid
+// options throw; cancel() aborts.
+//
+// Timing. Durations are tens of milliseconds. Never-early checks are exact: every lower
+// bound is a time taken *before* the construction or touch() it refers to (the library's
+// activity mark is never before the true time), compared with a time taken in the handler.
+// Upper bounds are generous (kPrompt). A test whose point is that touches keep a timer
+// pending first checks that the touches really were spaced closer than the timeout (a
+// preempted test thread can leave a gap); if they were not, it says so and does not assert
+// keep-alive, because an idle timer that fires after a real gap is correct.
+
+#include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/idle_timer.hpp>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/error.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/system_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace doctest {
+
+template <>
+struct StringMaker<std::error_code> {
+  static String convert(const std::error_code& ec) {
+    const std::string s = std::string(ec.category().name()) + ":" + std::to_string(ec.value()) +
+                          " (" + ec.message() + ")";
+    return String(s.c_str());
+  }
+};
+
+template <class Rep, class Period>
+struct StringMaker<std::chrono::duration<Rep, Period>> {
+  static String convert(const std::chrono::duration<Rep, Period>& d) {
+    const auto us = std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(d);
+    return String((std::to_string(us.count() / 1000.0) + " ms").c_str());
+  }
+};
+
+template <class Clock, class Duration>
+struct StringMaker<std::chrono::time_point<Clock, Duration>> {
+  static String convert(const std::chrono::time_point<Clock, Duration>& tp) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch());
+    return String(("epoch+" + std::to_string(us.count()) + " us").c_str());
+  }
+};
+
+} // namespace doctest
+
+namespace {
+
+using namespace std::chrono_literals;
+using sclock = std::chrono::steady_clock;
+using asio::experimental::as_tuple;
+using asio::experimental::deferred;
+using hb_event = asio_wheel::heartbeat::event;
+
+constexpr auto kFar = 10s;
+constexpr auto kPrompt = 3s;
+constexpr auto kWatchdog = 8s;
+
+const asio::error_code kOk{};
+const asio::error_code kAborted = asio::error::operation_aborted;
+
+// ---------------------------------------------------------------------------------------
+// Running an io_context with a watchdog.
+
+struct run_report {
+  sclock::duration elapsed{};
+  bool timed_out = false;
+};
+
+run_report guarded_run(asio::io_context& ctx, sclock::duration limit = kWatchdog) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<bool> fired{false};
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lk(m);
+    if (!cv.wait_for(lk, limit, [&] { return done; })) {
+      fired = true;
+      ctx.stop();
+    }
+  });
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lk(m);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+  };
+  run_report r;
+  const auto t0 = sclock::now();
+  try {
+    ctx.run();
+  } catch (...) {
+    finish();
+    throw;
+  }
+  r.elapsed = sclock::now() - t0;
+  finish();
+  r.timed_out = fired;
+  return r;
+}
+
+#define CHECK_PROMPT(report)                                                                   \
+  do {                                                                                         \
+    CHECK_FALSE((report).timed_out);                                                           \
+    CHECK((report).elapsed < kPrompt);                                                         \
+  } while (false)
+
+struct outcome {
+  int calls = 0;
+  asio::error_code ec;
+  sclock::time_point at{};
+};
+
+auto record(outcome& o) {
+  return [&o](asio::error_code ec) {
+    ++o.calls;
+    o.ec = ec;
+    o.at = sclock::now();
+  };
+}
+
+// Completed with success, exactly once, not before `not_before`, and not absurdly late.
+#define CHECK_IDLE_AT(o, not_before)                                                           \
+  do {                                                                                         \
+    CHECK((o).calls == 1);                                                                     \
+    CHECK((o).ec == kOk);                                                                      \
+    CHECK((o).at >= (not_before));                                                             \
+    CHECK((o).at - (not_before) < kPrompt);                                                    \
+  } while (false)
+
+#define CHECK_ABORTED(o)                                                                       \
+  do {                                                                                         \
+    CHECK((o).calls == 1);                                                                     \
+    CHECK((o).ec == kAborted);                                                                 \
+  } while (false)
+
+template <class F>
+void spawn(asio::io_context& ctx, F&& f) {
+  asio::co_spawn(ctx, std::forward<F>(f), [](std::exception_ptr e) {
+    if (e)
+      std::rethrow_exception(e);
+  });
+}
+
+// Calls `tick()` every `period` (measured from the previous call's scheduled time), `count`
+// times, on an asio::steady_timer (independent of the wheel under test). Records the time
+// taken just before each call.
+class ticker {
+public:
+  ticker(asio::io_context& ctx, sclock::duration period, int count, std::function<void()> tick)
+      : timer_(ctx), period_(period), left_(count), tick_(std::move(tick)) {
+    next_ = sclock::now() + period_;
+    arm();
+  }
+
+  const std::vector<sclock::time_point>& times() const { return times_; }
+
+  // The longest interval between consecutive calls, counting from `start`.
+  sclock::duration max_gap(sclock::time_point start) const {
+    sclock::duration gap{};
+    sclock::time_point prev = start;
+    for (const auto t : times_) {
+      gap = std::max(gap, t - prev);
+      prev = t;
+    }
+    return gap;
+  }
+
+private:
+  void arm() {
+    timer_.expires_at(next_);
+    timer_.async_wait([this](asio::error_code ec) {
+      if (ec)
+        return;
+      times_.push_back(sclock::now());
+      tick_();
+      if (--left_ > 0) {
+        next_ += period_;
+        arm();
+      }
+    });
+  }
+
+  asio::steady_timer timer_;
+  sclock::duration period_;
+  int left_;
+  std::function<void()> tick_;
+  sclock::time_point next_{};
+  std::vector<sclock::time_point> times_;
+};
+
+} // namespace
+
+// =======================================================================================
+// idle_timer
+// =======================================================================================
+
+TEST_CASE("idle_timer: construction counts as activity") {
+  asio::io_context ctx;
+  const auto before = sclock::now();
+  asio_wheel::idle_timer idle(ctx, 300ms);
+  const auto after = sclock::now();
+  CHECK(idle.timeout() == 300ms);
+  // The mark is never before the true time, and at most a coarse clock tick after it.
+  CHECK(idle.last_activity() >= before);
+  CHECK(idle.last_activity() <= after + 50ms);
+
+  // Idle for longer than the timeout before anyone waits: the wait completes at once (it is
+  // measured from the construction, not from async_wait), but never inside async_wait.
+  std::this_thread::sleep_for(350ms);
+  outcome o;
+  const auto waited_at = sclock::now();
+  idle.async_wait(record(o));
+  CHECK(o.calls == 0);
+  const auto r = guarded_run(ctx);
+  CHECK_IDLE_AT(o, before + 300ms);
+  CHECK(o.at >= idle.last_activity() + 300ms);
+  // Had the timeout counted from async_wait, this would be at least 300 ms.
+  CHECK(o.at - waited_at < 250ms);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: completes once the timeout has elapsed with no touch, never before") {
+  for (const auto timeout : {1ms, 7ms, 23ms, 60ms}) {
+    CAPTURE(timeout);
+    asio::io_context ctx;
+    const auto before = sclock::now();
+    asio_wheel::idle_timer idle(ctx.get_executor(), timeout);
+    outcome o;
+    idle.async_wait(record(o));
+    CHECK(o.calls == 0);
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(o, before + timeout);
+    CHECK(o.at >= idle.last_activity() + timeout);
+    CHECK_PROMPT(r);
+  }
+}
+
+TEST_CASE("idle_timer: many timers with different timeouts on one context, none early") {
+  asio::io_context ctx;
+  constexpr int kCount = 200;
+  std::vector<std::unique_ptr<asio_wheel::idle_timer>> timers;
+  std::vector<outcome> outcomes(kCount);
+  std::vector<sclock::time_point> created(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    created[i] = sclock::now();
+    const auto timeout = std::chrono::milliseconds(1 + (i * 37) % 120);
+    timers.push_back(std::make_unique<asio_wheel::idle_timer>(ctx, timeout));
+    timers.back()->async_wait(record(outcomes[i]));
+  }
+  const auto r = guarded_run(ctx);
+  for (int i = 0; i < kCount; ++i) {
+    CAPTURE(i);
+    CHECK_IDLE_AT(outcomes[i], created[i] + timers[i]->timeout());
+  }
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: touches keep it pending; it completes a timeout after the last touch, "
+          "never before") {
+  asio::io_context ctx;
+  constexpr auto kTimeout = 150ms;
+  constexpr int kTouches = 12; // every timeout/3: 600 ms of activity
+  const auto start = sclock::now();
+  asio_wheel::idle_timer idle(ctx, kTimeout);
+  outcome o;
+  idle.async_wait(record(o));
+  ticker touches(ctx, kTimeout / 3, kTouches, [&] { idle.touch(); });
+  const auto r = guarded_run(ctx);
+
+  REQUIRE(touches.times().size() == static_cast<std::size_t>(kTouches));
+  REQUIRE(o.calls == 1);
+  CHECK(o.ec == kOk);
+
+  // Never early: measured from the last touch before the completion.
+  sclock::time_point last = start;
+  for (const auto t : touches.times())
+    if (t < o.at)
+      last = std::max(last, t);
+  CHECK(o.at >= last + kTimeout);
+  CHECK(o.at - (last + kTimeout) < kPrompt);
+
+  // Keep-alive: asserted only when the touches really came closer together than the
+  // timeout (with margin for the coarse clock of the mark).
+  const auto gap = touches.max_gap(start);
+  if (gap < kTimeout - 20ms) {
+    CHECK(o.at > touches.times().back());
+    CHECK(o.at >= touches.times().back() + kTimeout);
+  } else {
+    MESSAGE("touch gap of " << std::chrono::duration<double, std::milli>(gap).count()
+                            << " ms (machine stalled): keep-alive not asserted");
+  }
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: a touch while pending postpones the completion to timeout after it") {
+  asio::io_context ctx;
+  constexpr auto kTimeout = 80ms;
+  asio_wheel::idle_timer idle(ctx, kTimeout);
+  outcome o;
+  idle.async_wait(record(o));
+  sclock::time_point touched{};
+  asio::steady_timer later(ctx, 50ms);
+  later.async_wait([&](asio::error_code) {
+    touched = sclock::now();
+    idle.touch();
+  });
+  const auto r = guarded_run(ctx);
+  REQUIRE(o.calls == 1);
+  CHECK(o.ec == kOk);
+  if (o.at > touched) // unless the machine stalled past the first deadline before the touch
+    CHECK(o.at >= touched + kTimeout);
+  CHECK(o.at >= idle.last_activity() + kTimeout);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: a new wait after a completion, and after a touch") {
+  asio::io_context ctx;
+  constexpr auto kTimeout = 40ms;
+  const auto before = sclock::now();
+  asio_wheel::idle_timer idle(ctx, kTimeout);
+  outcome first, second, third;
+  sclock::time_point second_started{}, touched{};
+  idle.async_wait([&](asio::error_code ec) {
+    record(first)(ec);
+    // Still idle: the next wait completes at once (through the timer, not inline).
+    second_started = sclock::now();
+    idle.async_wait([&](asio::error_code ec2) {
+      record(second)(ec2);
+      touched = sclock::now();
+      idle.touch();
+      idle.async_wait(record(third));
+    });
+    CHECK(second.calls == 0);
+  });
+  const auto r = guarded_run(ctx);
+  CHECK_IDLE_AT(first, before + kTimeout);
+  CHECK_IDLE_AT(second, before + kTimeout);
+  CHECK(second.at - second_started < kPrompt);
+  CHECK_IDLE_AT(third, touched + kTimeout);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: cancel() aborts the pending wait and returns the count") {
+  asio::io_context ctx;
+  asio_wheel::idle_timer idle(ctx, kFar);
+  CHECK(idle.cancel() == 0);
+  outcome o;
+  idle.async_wait(record(o));
+  std::size_t cancelled = 99;
+  asio::post(ctx, [&] { cancelled = idle.cancel(); });
+  const auto r = guarded_run(ctx);
+  CHECK(cancelled == 1);
+  CHECK_ABORTED(o);
+  CHECK_PROMPT(r);
+
+  // And it can be waited on again.
+  ctx.restart();
+  idle.set_timeout(20ms);
+  outcome again;
+  idle.async_wait(record(again));
+  const auto r2 = guarded_run(ctx);
+  CHECK_IDLE_AT(again, idle.last_activity() + 20ms);
+  CHECK_PROMPT(r2);
+}
+
+TEST_CASE("idle_timer: per-operation cancellation aborts the wait (terminal, partial, total)") {
+  for (const auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                          asio::cancellation_type::total}) {
+    CAPTURE(static_cast<unsigned>(type));
+    asio::cancellation_signal signal; // outlives the wait bound to its slot
+    asio::io_context ctx;
+    asio_wheel::idle_timer idle(ctx, kFar);
+    outcome o;
+    idle.async_wait(asio::bind_cancellation_slot(signal.slot(), record(o)));
+    asio::post(ctx, [&] { signal.emit(type); });
+    const auto r = guarded_run(ctx, kPrompt);
+    CHECK_ABORTED(o);
+    CHECK_PROMPT(r);
+  }
+}
+
+TEST_CASE("idle_timer: per-operation cancellation after a lazy re-arm still aborts") {
+  asio::cancellation_signal signal;
+  asio::io_context ctx;
+  constexpr auto kTimeout = 40ms;
+  const auto start = sclock::now();
+  asio_wheel::idle_timer idle(ctx, kTimeout);
+  outcome o;
+  idle.async_wait(asio::bind_cancellation_slot(signal.slot(), record(o)));
+  // Touch every 10 ms for 200 ms: the wait re-arms itself several times; then cancel.
+  ticker touches(ctx, 10ms, 20, [&] { idle.touch(); });
+  asio::steady_timer cancel_at(ctx, 150ms);
+  cancel_at.async_wait([&](asio::error_code) { signal.emit(asio::cancellation_type::terminal); });
+  const auto r = guarded_run(ctx);
+  REQUIRE(o.calls == 1);
+  if (touches.max_gap(start) < kTimeout - 15ms) // no stall: still pending at 150 ms
+    CHECK(o.ec == kAborted);
+  else
+    MESSAGE("touch gap too long (machine stalled): abort not asserted");
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: set_timeout() while pending moves the wait without aborting it") {
+  asio::io_context ctx;
+  outcome o;
+  const auto before = sclock::now();
+
+  SUBCASE("shorter: completes at the new deadline, long before the old one") {
+    asio_wheel::idle_timer idle(ctx, kFar);
+    idle.async_wait(record(o));
+    asio::steady_timer later(ctx, 30ms);
+    later.async_wait([&](asio::error_code) { idle.set_timeout(60ms); });
+    const auto r = guarded_run(ctx);
+    CHECK(idle.timeout() == 60ms);
+    CHECK_IDLE_AT(o, before + 60ms);
+    CHECK(o.at >= idle.last_activity() + 60ms);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("longer: does not complete at the old deadline, completes at the new one") {
+    asio_wheel::idle_timer idle(ctx, 40ms);
+    idle.async_wait(record(o));
+    asio::steady_timer later(ctx, 10ms);
+    bool changed = false;
+    later.async_wait([&](asio::error_code) {
+      if (o.calls == 0) { // not stalled past the old deadline
+        idle.set_timeout(150ms);
+        changed = true;
+      }
+    });
+    const auto r = guarded_run(ctx);
+    if (changed) {
+      CHECK_IDLE_AT(o, before + 150ms);
+      CHECK(o.at >= idle.last_activity() + 150ms);
+    } else {
+      MESSAGE("stalled past the first deadline: set_timeout not exercised");
+    }
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("longer, before the context runs") {
+    asio_wheel::idle_timer idle(ctx, 40ms);
+    idle.async_wait(record(o));
+    idle.set_timeout(150ms);
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(o, before + 150ms);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("to a timeout that has already elapsed since the last touch: completes at once") {
+    asio_wheel::idle_timer idle(ctx, kFar);
+    idle.async_wait(record(o));
+    sclock::time_point changed_at{};
+    asio::steady_timer later(ctx, 80ms);
+    later.async_wait([&](asio::error_code) {
+      changed_at = sclock::now();
+      idle.set_timeout(20ms);
+    });
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(o, before + 80ms);
+    CHECK(o.at >= idle.last_activity() + 20ms);
+    CHECK(o.at - changed_at < kPrompt);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("touches after set_timeout() follow the new timeout") {
+    asio_wheel::idle_timer idle(ctx, kFar);
+    idle.async_wait(record(o));
+    idle.set_timeout(60ms);
+    sclock::time_point touched{};
+    asio::steady_timer later(ctx, 30ms);
+    later.async_wait([&](asio::error_code) {
+      touched = sclock::now();
+      idle.touch();
+    });
+    const auto r = guarded_run(ctx);
+    REQUIRE(o.calls == 1);
+    CHECK(o.ec == kOk);
+    if (o.at > touched)
+      CHECK(o.at >= touched + 60ms);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("with no wait pending: the next wait uses the new timeout") {
+    asio_wheel::idle_timer idle(ctx, kFar);
+    idle.set_timeout(30ms);
+    idle.async_wait(record(o));
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(o, before + 30ms);
+    CHECK_PROMPT(r);
+  }
+}
+
+TEST_CASE("idle_timer: an invalid timeout throws std::invalid_argument") {
+  asio::io_context ctx;
+  CHECK_THROWS_AS(asio_wheel::idle_timer(ctx, 0ms), std::invalid_argument);
+  CHECK_THROWS_AS(asio_wheel::idle_timer(ctx, -1ms), std::invalid_argument);
+  CHECK_THROWS_AS(asio_wheel::idle_timer(ctx.get_executor(), sclock::duration::zero()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(asio_wheel::idle_timer(ctx.get_executor(), sclock::duration::min()),
+                  std::invalid_argument);
+  CHECK_NOTHROW(asio_wheel::idle_timer(ctx, sclock::duration(1)));
+  CHECK_NOTHROW(asio_wheel::idle_timer(ctx, sclock::duration::max()));
+
+  // set_timeout(): throws, and the timer keeps its timeout and its pending wait.
+  asio_wheel::idle_timer idle(ctx, 30ms);
+  outcome o;
+  idle.async_wait(record(o));
+  CHECK_THROWS_AS(idle.set_timeout(0ms), std::invalid_argument);
+  CHECK_THROWS_AS(idle.set_timeout(-5s), std::invalid_argument);
+  CHECK(idle.timeout() == 30ms);
+  const auto r = guarded_run(ctx);
+  CHECK_IDLE_AT(o, idle.last_activity() + 30ms);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: a huge timeout saturates instead of overflowing; cancel ends it") {
+  asio::io_context ctx;
+  asio_wheel::idle_timer idle(ctx, sclock::duration::max());
+  outcome o;
+  idle.async_wait(record(o));
+  asio::steady_timer later(ctx, 30ms);
+  later.async_wait([&](asio::error_code) { idle.cancel(); });
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED(o); // not completed by an overflowed (past) deadline
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: destroying it with a wait pending aborts the wait") {
+  asio::io_context ctx;
+  auto idle = std::make_unique<asio_wheel::idle_timer>(ctx, kFar);
+  outcome o;
+  idle->async_wait(record(o));
+  asio::post(ctx, [&] { idle.reset(); });
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED(o);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer: use_awaitable, deferred and as_tuple") {
+  asio::io_context ctx;
+  constexpr auto kTimeout = 30ms;
+
+  SUBCASE("use_awaitable: returns after the timeout") {
+    outcome o;
+    sclock::time_point before{};
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      before = sclock::now();
+      asio_wheel::idle_timer idle(co_await asio::this_coro::executor, kTimeout);
+      co_await idle.async_wait(asio::use_awaitable);
+      ++o.calls;
+      o.at = sclock::now();
+    });
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(o, before + kTimeout);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("use_awaitable: cancel() throws operation_aborted") {
+    outcome o;
+    asio_wheel::idle_timer idle(ctx, kFar);
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      try {
+        co_await idle.async_wait(asio::use_awaitable);
+      } catch (const asio::system_error& e) {
+        o.ec = e.code();
+      }
+      ++o.calls;
+    });
+    asio::steady_timer later(ctx, 10ms);
+    later.async_wait([&](asio::error_code) { idle.cancel(); });
+    const auto r = guarded_run(ctx);
+    CHECK_ABORTED(o);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("deferred, launched with a callback") {
+    outcome o;
+    const auto before = sclock::now();
+    asio_wheel::idle_timer idle(ctx, kTimeout);
+    auto op = idle.async_wait(deferred);
+    std::move(op)(record(o));
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(o, before + kTimeout);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("deferred, awaited") {
+    outcome o;
+    sclock::time_point before{};
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      before = sclock::now();
+      asio_wheel::idle_timer idle(co_await asio::this_coro::executor, kTimeout);
+      auto op = idle.async_wait(deferred);
+      co_await std::move(op)(asio::use_awaitable);
+      ++o.calls;
+      o.at = sclock::now();
+    });
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(o, before + kTimeout);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("as_tuple(use_awaitable), success then cancellation") {
+    outcome ok, aborted;
+    sclock::time_point before{};
+    asio_wheel::idle_timer* current = nullptr;
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      before = sclock::now();
+      asio_wheel::idle_timer idle(co_await asio::this_coro::executor, kTimeout);
+      current = &idle;
+      auto [ec1] = co_await idle.async_wait(as_tuple(asio::use_awaitable));
+      record(ok)(ec1);
+      idle.set_timeout(kFar);
+      idle.touch();
+      auto [ec2] = co_await idle.async_wait(as_tuple(asio::use_awaitable));
+      record(aborted)(ec2);
+      current = nullptr;
+    });
+    asio::steady_timer later(ctx, 200ms);
+    later.async_wait([&](asio::error_code) {
+      if (current != nullptr)
+        current->cancel();
+    });
+    const auto r = guarded_run(ctx);
+    CHECK_IDLE_AT(ok, before + kTimeout);
+    CHECK_ABORTED(aborted);
+    CHECK_PROMPT(r);
+  }
+}
+
+// =======================================================================================
+// heartbeat
+// =======================================================================================
+
+namespace {
+
+struct hb_record {
+  hb_event ev;
+  sclock::time_point at;
+};
+
+// Calls async_next repeatedly until an error or a drop; `on_event` may touch the heartbeat.
+class hb_driver {
+public:
+  hb_driver(asio_wheel::heartbeat& hb, std::function<void(hb_event)> on_event = {})
+      : hb_(hb), on_event_(std::move(on_event)) {
+    next();
+  }
+
+  std::vector<hb_record> events;
+  asio::error_code error;
+
+  int count(hb_event ev) const {
+    return static_cast<int>(
+        std::count_if(events.begin(), events.end(), [ev](const hb_record& r) { return r.ev == ev; }));
+  }
+
+private:
+  void next() {
+    hb_.async_next([this](asio::error_code ec, hb_event ev) {
+      if (ec) {
+        error = ec;
+        return;
+      }
+      events.push_back({ev, sclock::now()});
+      if (on_event_)
+        on_event_(ev);
+      if (ev != hb_event::drop)
+        next();
+    });
+  }
+
+  asio_wheel::heartbeat& hb_;
+  std::function<void(hb_event)> on_event_;
+};
+
+} // namespace
+
+TEST_CASE("heartbeat: one ping after ping_after of silence, then a drop after drop_after") {
+  asio::io_context ctx;
+  const auto before = sclock::now();
+  asio_wheel::heartbeat hb(ctx, {.ping_after = 40ms, .drop_after = 150ms});
+  CHECK(hb.get_options().ping_after == 40ms);
+  CHECK(hb.get_options().drop_after == 150ms);
+  hb_driver d(hb);
+  const auto r = guarded_run(ctx);
+  REQUIRE(d.events.size() == 2);
+  CHECK(d.events[0].ev == hb_event::ping);
+  CHECK(d.events[0].at >= before + 40ms);
+  CHECK(d.events[0].at >= hb.last_activity() + 40ms);
+  CHECK(d.events[1].ev == hb_event::drop);
+  CHECK(d.events[1].at >= before + 150ms);
+  CHECK(d.events[1].at >= hb.last_activity() + 150ms);
+  CHECK(d.events[1].at - (before + 150ms) < kPrompt);
+  CHECK(!d.error);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("heartbeat: a touch starts a new quiet spell: pinged again only ping_after after it, "
+          "and the drop moves") {
+  asio::io_context ctx;
+  constexpr auto kPing = 50ms;
+  constexpr auto kDrop = 250ms;
+  constexpr int kAnswered = 3; // the first pings are answered (touch), then silence
+  const auto before = sclock::now();
+  asio_wheel::heartbeat hb(ctx, {.ping_after = kPing, .drop_after = kDrop});
+  std::vector<sclock::time_point> touches;
+  int pings = 0;
+  hb_driver d(hb, [&](hb_event ev) {
+    if (ev == hb_event::ping && ++pings <= kAnswered) {
+      touches.push_back(sclock::now());
+      hb.touch(); // the peer answered the ping
+    }
+  });
+  const auto r = guarded_run(ctx);
+
+  REQUIRE(d.events.size() == kAnswered + 2); // kAnswered + 1 pings, then the drop
+  CHECK(d.count(hb_event::ping) == kAnswered + 1);
+  CHECK(d.events.back().ev == hb_event::drop);
+  REQUIRE(touches.size() == static_cast<std::size_t>(kAnswered));
+  // Each ping comes ping_after after the start of its spell (construction or last touch).
+  CHECK(d.events[0].at >= before + kPing);
+  for (int i = 1; i <= kAnswered; ++i) {
+    CAPTURE(i);
+    CHECK(d.events[i].at >= touches[i - 1] + kPing);
+  }
+  // The drop comes drop_after after the last touch, not after the construction.
+  CHECK(d.events.back().at >= touches.back() + kDrop);
+  CHECK(d.events.back().at - (touches.back() + kDrop) < kPrompt);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("heartbeat: regular input keeps it quiet; silence then brings the ping and the drop") {
+  asio::io_context ctx;
+  constexpr auto kPing = 90ms;
+  constexpr auto kDrop = 200ms;
+  constexpr int kTouches = 15; // every ping_after/3: 450 ms of input
+  const auto start = sclock::now();
+  asio_wheel::heartbeat hb(ctx, {.ping_after = kPing, .drop_after = kDrop});
+  hb_driver d(hb);
+  ticker input(ctx, kPing / 3, kTouches, [&] { hb.touch(); });
+  const auto r = guarded_run(ctx);
+
+  REQUIRE(input.times().size() == static_cast<std::size_t>(kTouches));
+  REQUIRE(!d.events.empty());
+  CHECK(d.events.back().ev == hb_event::drop);
+  // Never early, whatever the scheduling: each event comes at least its threshold after the
+  // last touch before it.
+  for (const auto& e : d.events) {
+    sclock::time_point last = start;
+    for (const auto t : input.times())
+      if (t < e.at)
+        last = std::max(last, t);
+    CHECK(e.at >= last + (e.ev == hb_event::ping ? kPing : kDrop));
+  }
+  if (input.max_gap(start) < kPing - 20ms) {
+    REQUIRE(d.events.size() == 2);
+    CHECK(d.events[0].ev == hb_event::ping);
+    CHECK(d.events[0].at > input.times().back());
+    CHECK(d.events[0].at >= input.times().back() + kPing);
+    CHECK(d.events[1].at >= input.times().back() + kDrop);
+  } else {
+    MESSAGE("input gap too long (machine stalled): quietness not asserted");
+  }
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("heartbeat: invalid options throw std::invalid_argument") {
+  asio::io_context ctx;
+  using opts = asio_wheel::heartbeat::options;
+  CHECK_THROWS_AS(asio_wheel::heartbeat(ctx, opts{.ping_after = 0ms, .drop_after = 1s}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(asio_wheel::heartbeat(ctx, opts{.ping_after = -1s, .drop_after = 1s}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(asio_wheel::heartbeat(ctx, opts{.ping_after = 1s, .drop_after = 1s}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(asio_wheel::heartbeat(ctx, opts{.ping_after = 2s, .drop_after = 1s}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(asio_wheel::heartbeat(ctx.get_executor(), opts{.ping_after = 1s, .drop_after = 0s}),
+                  std::invalid_argument);
+  CHECK_NOTHROW(asio_wheel::heartbeat(ctx, opts{.ping_after = sclock::duration(1),
+                                                .drop_after = sclock::duration(2)}));
+  CHECK_NOTHROW(asio_wheel::heartbeat(ctx.get_executor(),
+                                      opts{.ping_after = 1s, .drop_after = sclock::duration::max()}));
+}
+
+TEST_CASE("heartbeat: cancel(), per-operation cancellation and destruction abort async_next") {
+  asio::cancellation_signal signal; // outlives the wait bound to its slot
+  asio::io_context ctx;
+  asio::error_code got;
+  int calls = 0;
+  auto handler = [&](asio::error_code ec, hb_event) {
+    ++calls;
+    got = ec;
+  };
+
+  SUBCASE("cancel()") {
+    asio_wheel::heartbeat hb(ctx, {.ping_after = kFar, .drop_after = 2 * kFar});
+    CHECK(hb.cancel() == 0);
+    hb.async_next(handler);
+    std::size_t n = 99;
+    asio::post(ctx, [&] { n = hb.cancel(); });
+    const auto r = guarded_run(ctx);
+    CHECK(n == 1);
+    CHECK_PROMPT(r);
+  }
+
+  SUBCASE("destruction") {
+    auto hb = std::make_unique<asio_wheel::heartbeat>(
+        ctx, asio_wheel::heartbeat::options{.ping_after = kFar, .drop_after = 2 * kFar});
+    hb->async_next(handler);
+    asio::post(ctx, [&] { hb.reset(); });
+    const auto r = guarded_run(ctx);
+    CHECK_PROMPT(r);
+  }
+
+  for (const auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                          asio::cancellation_type::total}) {
+    SUBCASE(("per-operation, type " + std::to_string(static_cast<unsigned>(type))).c_str()) {
+      asio_wheel::heartbeat hb(ctx, {.ping_after = kFar, .drop_after = 2 * kFar});
+      hb.async_next(asio::bind_cancellation_slot(signal.slot(), handler));
+      asio::post(ctx, [&] { signal.emit(type); });
+      const auto r = guarded_run(ctx, kPrompt);
+      CHECK_PROMPT(r);
+    }
+  }
+
+  CHECK(calls == 1);
+  CHECK(got == kAborted);
+}
+
+TEST_CASE("heartbeat: the coroutine loop of the documentation (as_tuple(use_awaitable))") {
+  asio::io_context ctx;
+  std::vector<hb_event> seen;
+  const auto before = sclock::now();
+  sclock::time_point dropped_at{};
+  spawn(ctx, [&]() -> asio::awaitable<void> {
+    asio_wheel::heartbeat hb(co_await asio::this_coro::executor,
+                             {.ping_after = 20ms, .drop_after = 60ms});
+    for (;;) {
+      auto [ec, ev] = co_await hb.async_next(as_tuple(asio::use_awaitable));
+      if (ec)
+        break;
+      seen.push_back(ev);
+      if (ev == hb_event::drop) {
+        dropped_at = sclock::now();
+        break;
+      }
+    }
+  });
+  const auto r = guarded_run(ctx);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] == hb_event::ping);
+  CHECK(seen[1] == hb_event::drop);
+  CHECK(dropped_at >= before + 60ms);
+  CHECK_PROMPT(r);
+}

@@ -1,0 +1,1921 @@
+//
+// wheel_timer_conformance_test.cpp
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+//
+// The proof that asio_wheel::wheel_timer is a drop-in replacement for asio::steady_timer.
+//
+// Every test case is a template over both timer types. A test first has to pass for
+// asio::steady_timer: that is how it shows it states Asio's real behaviour (Asio 1.22). Only
+// then does it say anything about wheel_timer. Nothing here relies on behaviour that is
+// undefined for asio::steady_timer (for example, no timer outlives its execution context
+// unless one of its own handlers owns it, which Asio documents as the way to tie lifetimes
+// to outstanding operations).
+//
+// Timing: the machine is noisy. Nothing asserts a tight upper bound. "Promptly" means well
+// under the 10 s that a far wait would take (kPrompt); the never-early checks are exact.
+// Every run of an io_context goes through guarded_run(), whose watchdog stops a context
+// that hangs, so a broken timer fails a test instead of hanging the suite.
+//
+
+#ifndef DEV_STEADY_ONLY // DEVGATE
+#include <asio_wheel/wheel_timer.hpp>
+#endif // DEVGATE
+
+#include <asio/any_io_executor.hpp>
+#include <asio/bind_allocator.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/error.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/system_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/thread_pool.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <asio/wait_traits.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+// ---------------------------------------------------------------------------------------
+// Printing of the values the checks compare.
+
+namespace doctest {
+
+template <>
+struct StringMaker<std::error_code> {
+  static String convert(const std::error_code& ec) {
+    std::string s = std::string(ec.category().name()) + ":" + std::to_string(ec.value()) + " (" +
+                    ec.message() + ")";
+    return String(s.c_str());
+  }
+};
+
+template <class Rep, class Period>
+struct StringMaker<std::chrono::duration<Rep, Period>> {
+  static String convert(const std::chrono::duration<Rep, Period>& d) {
+    const auto us = std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(d);
+    return String((std::to_string(us.count() / 1000.0) + " ms").c_str());
+  }
+};
+
+template <class Clock, class Duration>
+struct StringMaker<std::chrono::time_point<Clock, Duration>> {
+  static String convert(const std::chrono::time_point<Clock, Duration>& tp) {
+    if (tp == std::chrono::time_point<Clock, Duration>::max()) return "time_point::max()";
+    if (tp == std::chrono::time_point<Clock, Duration>::min()) return "time_point::min()";
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(tp.time_since_epoch());
+    return String(("epoch+" + std::to_string(ns.count()) + " ns").c_str());
+  }
+};
+
+}  // namespace doctest
+
+TYPE_TO_STRING(asio::steady_timer);
+#ifndef DEV_STEADY_ONLY // DEVGATE
+TYPE_TO_STRING(asio_wheel::wheel_timer);
+#endif // DEVGATE
+
+namespace {
+
+using namespace std::chrono_literals;
+using sclock = std::chrono::steady_clock;
+
+// A wait "10 s away" must never be what ends a test: run() has to return long before.
+constexpr auto kFar = 10s;
+// "Promptly": generous, for a noisy 2-core machine, and still far below kFar.
+constexpr auto kPrompt = 2s;
+// A watchdog stops any io_context run that takes longer than this.
+constexpr auto kWatchdog = 8s;
+
+const asio::error_code kOk{};
+const asio::error_code kAborted = asio::error::operation_aborted;
+
+// ---------------------------------------------------------------------------------------
+// Running an io_context with a watchdog.
+
+struct run_report {
+  sclock::duration elapsed{};
+  bool timed_out = false;
+  std::size_t handlers = 0;
+};
+
+// Runs ioc.run() in this thread. If it has not returned after `limit`, a watchdog thread
+// calls ioc.stop() (which is thread-safe) and the report says timed_out. Exceptions thrown
+// by handlers propagate, as from run() itself.
+run_report guarded_run(asio::io_context& ioc, sclock::duration limit = kWatchdog) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<bool> fired{false};
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lk(m);
+    if (!cv.wait_for(lk, limit, [&] { return done; })) {
+      fired = true;
+      ioc.stop();
+    }
+  });
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lk(m);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+  };
+  run_report r;
+  const auto t0 = sclock::now();
+  try {
+    r.handlers = ioc.run();
+  } catch (...) {
+    finish();
+    throw;
+  }
+  r.elapsed = sclock::now() - t0;
+  finish();
+  r.timed_out = fired;
+  return r;
+}
+
+// A compile-time property, checked at run time so that one deviation fails one check
+// instead of the whole file's build.
+#define CHECK_TRAIT(...) CHECK_MESSAGE((__VA_ARGS__), #__VA_ARGS__)
+
+#define CHECK_PROMPT(report)                                                                    \
+  do {                                                                                          \
+    CHECK_FALSE((report).timed_out);                                                            \
+    CHECK((report).elapsed < kPrompt);                                                          \
+  } while (false)
+
+// ---------------------------------------------------------------------------------------
+// Recording completions.
+
+struct outcome {
+  int calls = 0;
+  asio::error_code ec;
+  sclock::time_point at{};
+  int order = -1;
+};
+
+// A plain callback handler recording into `o`; `seq` (optional) numbers completions.
+auto record(outcome& o, int* seq = nullptr) {
+  return [&o, seq](asio::error_code ec) {
+    ++o.calls;
+    o.ec = ec;
+    o.at = sclock::now();
+    if (seq) o.order = (*seq)++;
+  };
+}
+
+#define CHECK_SUCCESS_AT(o, expiry)                                                             \
+  do {                                                                                          \
+    CHECK((o).calls == 1);                                                                      \
+    CHECK((o).ec == kOk);                                                                       \
+    CHECK((o).at >= (expiry));                                                                  \
+  } while (false)
+
+#define CHECK_ABORTED(o)                                                                        \
+  do {                                                                                          \
+    CHECK((o).calls == 1);                                                                      \
+    CHECK((o).ec == kAborted);                                                                  \
+  } while (false)
+
+// Counts its own destructions: handlers own one to prove they were destroyed.
+struct life_token {
+  explicit life_token(int& destroyed) : destroyed_(&destroyed) {}
+  life_token(const life_token&) = delete;
+  life_token& operator=(const life_token&) = delete;
+  ~life_token() { ++*destroyed_; }
+  int* destroyed_;
+};
+
+// An allocator that counts.
+struct alloc_stats {
+  std::size_t allocs = 0;
+  std::size_t deallocs = 0;
+  std::size_t bytes_live = 0;
+};
+
+template <class T>
+struct counting_allocator {
+  using value_type = T;
+  alloc_stats* stats;
+
+  explicit counting_allocator(alloc_stats& s) noexcept : stats(&s) {}
+  template <class U>
+  counting_allocator(const counting_allocator<U>& other) noexcept : stats(other.stats) {}
+
+  T* allocate(std::size_t n) {
+    ++stats->allocs;
+    stats->bytes_live += n * sizeof(T);
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    ++stats->deallocs;
+    stats->bytes_live -= n * sizeof(T);
+    std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const counting_allocator<U>& other) const noexcept {
+    return stats == other.stats;
+  }
+  template <class U>
+  bool operator!=(const counting_allocator<U>& other) const noexcept {
+    return stats != other.stats;
+  }
+};
+
+// Set while this thread is inside a call that must never invoke a handler.
+thread_local bool t_inside_call = false;
+
+struct inside_call {
+  inside_call() { t_inside_call = true; }
+  ~inside_call() { t_inside_call = false; }
+  inside_call(const inside_call&) = delete;
+  inside_call& operator=(const inside_call&) = delete;
+};
+
+// Runs a coroutine on `ioc`; afterwards `eptr` holds whatever escaped it.
+template <class F>
+void spawn(asio::io_context& ioc, F&& f, std::exception_ptr& eptr, bool& finished) {
+  asio::co_spawn(ioc, std::forward<F>(f), [&eptr, &finished](std::exception_ptr e) {
+    eptr = e;
+    finished = true;
+  });
+}
+
+std::string what_of(const std::exception_ptr& e) {
+  if (!e) return "no exception";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+}  // namespace
+
+#ifdef DEV_STEADY_ONLY // DEVGATE
+#define TIMER_TYPES asio::steady_timer // DEVGATE
+#else // DEVGATE
+#define TIMER_TYPES asio::steady_timer, asio_wheel::wheel_timer
+#endif // DEVGATE
+
+// =======================================================================================
+// Types, construction, accessors
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("member types, rebind_executor and the API's signatures", Timer, TIMER_TYPES) {
+  using clock = sclock;
+  using io_ex = asio::io_context::executor_type;
+  using Rebound = typename Timer::template rebind_executor<io_ex>::other;
+
+  CHECK_TRAIT(std::is_same_v<typename Timer::clock_type, clock>);
+  CHECK_TRAIT(std::is_same_v<typename Timer::duration, clock::duration>);
+  CHECK_TRAIT(std::is_same_v<typename Timer::time_point, clock::time_point>);
+  CHECK_TRAIT(std::is_same_v<typename Timer::traits_type, asio::wait_traits<clock>>);
+  CHECK_TRAIT(std::is_same_v<typename Timer::executor_type, asio::any_io_executor>);
+
+  CHECK_TRAIT(std::is_same_v<typename Rebound::executor_type, io_ex>);
+  CHECK_TRAIT(std::is_same_v<typename Rebound::clock_type, clock>);
+  CHECK_TRAIT(std::is_same_v<typename Rebound::traits_type, asio::wait_traits<clock>>);
+  CHECK_TRAIT(std::is_same_v<
+                typename Rebound::template rebind_executor<asio::any_io_executor>::other, Timer>);
+  CHECK_TRAIT(
+      std::is_same_v<typename Timer::template rebind_executor<asio::any_io_executor>::other,
+                     Timer>);
+
+  CHECK_TRAIT(!std::is_default_constructible_v<Timer>);
+  CHECK_TRAIT(!std::is_copy_constructible_v<Timer>);
+  CHECK_TRAIT(!std::is_copy_assignable_v<Timer>);
+  CHECK_TRAIT(std::is_move_constructible_v<Timer>);
+  CHECK_TRAIT(std::is_move_assignable_v<Timer>);
+  CHECK_TRAIT(std::is_constructible_v<Timer, Rebound&&>);
+  CHECK_TRAIT(std::is_assignable_v<Timer&, Rebound&&>);
+
+  CHECK_TRAIT(std::is_constructible_v<Timer, asio::io_context&>);
+  CHECK_TRAIT(std::is_constructible_v<Timer, asio::io_context&, typename Timer::time_point>);
+  CHECK_TRAIT(std::is_constructible_v<Timer, asio::io_context&, typename Timer::duration>);
+  CHECK_TRAIT(std::is_constructible_v<Timer, const asio::any_io_executor&>);
+  CHECK_TRAIT(
+      std::is_constructible_v<Timer, const asio::any_io_executor&, typename Timer::time_point>);
+  CHECK_TRAIT(
+      std::is_constructible_v<Timer, const asio::any_io_executor&, typename Timer::duration>);
+  CHECK_TRAIT(std::is_constructible_v<Timer, io_ex>);
+  CHECK_TRAIT(std::is_constructible_v<Timer, asio::strand<io_ex>>);
+  CHECK_TRAIT(std::is_constructible_v<Rebound, asio::io_context&>);
+  CHECK_TRAIT(std::is_constructible_v<Rebound, const io_ex&, typename Timer::duration>);
+
+  asio::io_context ioc;
+  Timer t(ioc);
+  CHECK_TRAIT(std::is_same_v<decltype(t.get_executor()), typename Timer::executor_type>);
+  CHECK_TRAIT(std::is_same_v<decltype(t.cancel()), std::size_t>);
+  CHECK_TRAIT(std::is_same_v<decltype(t.cancel_one()), std::size_t>);
+  CHECK_TRAIT(std::is_same_v<decltype(t.expiry()), typename Timer::time_point>);
+  CHECK_TRAIT(std::is_same_v<decltype(t.expires_at(std::declval<typename Timer::time_point>())),
+                               std::size_t>);
+  CHECK_TRAIT(std::is_same_v<decltype(t.expires_after(std::declval<typename Timer::duration>())),
+                               std::size_t>);
+  CHECK_TRAIT(std::is_same_v<decltype(t.wait()), void>);
+  CHECK_TRAIT(
+      std::is_same_v<decltype(t.wait(std::declval<asio::error_code&>())), void>);
+  // A duration of another type converts, as for steady_timer.
+  CHECK(t.expires_after(std::chrono::seconds(1)) == 0);
+  CHECK(t.expires_after(std::chrono::microseconds(5)) == 0);
+}
+
+TEST_CASE_TEMPLATE("get_executor returns the executor the timer was made with", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer a(ioc);
+  CHECK(a.get_executor() == asio::any_io_executor(ioc.get_executor()));
+
+  Timer b(ioc.get_executor());
+  CHECK(b.get_executor() == asio::any_io_executor(ioc.get_executor()));
+
+  auto strand = asio::make_strand(ioc);
+  Timer c(strand);
+  CHECK(c.get_executor() == asio::any_io_executor(strand));
+  CHECK(c.get_executor() != asio::any_io_executor(ioc.get_executor()));
+
+  using Rebound = typename Timer::template rebind_executor<asio::io_context::executor_type>::other;
+  Rebound d(ioc);
+  CHECK(d.get_executor() == ioc.get_executor());
+}
+
+TEST_CASE_TEMPLATE("expiry() reports what the constructors and expires_* set", Timer,
+                   TIMER_TYPES) {
+  using tp = typename Timer::time_point;
+  using dur = typename Timer::duration;
+  asio::io_context ioc;
+
+  SUBCASE("a timer without an expiry has time_point()") {
+    Timer a(ioc);
+    CHECK(a.expiry() == tp());
+    Timer b(ioc.get_executor());
+    CHECK(b.expiry() == tp());
+  }
+  SUBCASE("constructed with a time_point") {
+    const tp when = sclock::now() + 123ms;
+    Timer a(ioc, when);
+    CHECK(a.expiry() == when);
+    Timer b(ioc.get_executor(), when);
+    CHECK(b.expiry() == when);
+  }
+  SUBCASE("constructed with a duration") {
+    const auto before = sclock::now();
+    Timer a(ioc, 50ms);
+    Timer b(ioc.get_executor(), 50ms);
+    const auto after = sclock::now();
+    CHECK(a.expiry() >= before + 50ms);
+    CHECK(a.expiry() <= after + 50ms);
+    CHECK(b.expiry() >= before + 50ms);
+    CHECK(b.expiry() <= after + 50ms);
+  }
+  SUBCASE("expires_at and expires_after without pending waits return 0") {
+    Timer a(ioc);
+    const tp when = sclock::now() + 1h;
+    CHECK(a.expires_at(when) == 0);
+    CHECK(a.expiry() == when);
+    const auto before = sclock::now();
+    CHECK(a.expires_after(2h) == 0);
+    const auto after = sclock::now();
+    CHECK(a.expiry() >= before + 2h);
+    CHECK(a.expiry() <= after + 2h);
+    const auto before2 = sclock::now();
+    CHECK(a.expires_after(-5ms) == 0);
+    const auto after2 = sclock::now();
+    CHECK(a.expiry() >= before2 - 5ms);
+    CHECK(a.expiry() <= after2 - 5ms);
+  }
+  SUBCASE("the extremes: expires_after saturates, expires_at stores exactly") {
+    Timer a(ioc);
+    CHECK(a.expires_at(tp::max()) == 0);
+    CHECK(a.expiry() == tp::max());
+    CHECK(a.expires_at(tp::min()) == 0);
+    CHECK(a.expiry() == tp::min());
+    CHECK(a.expires_after(dur::max()) == 0);
+    CHECK(a.expiry() == tp::max());
+  }
+  // Nothing above started an operation: run() has nothing to do.
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+}
+
+// =======================================================================================
+// Completion with success: never early
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("async_wait succeeds at or after the expiry, never before", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  const std::vector<sclock::duration> delays = {
+      0us, 1us, 100us, 999us, 1ms, 1500us, 2ms, 3ms, 5ms, 7ms, 10ms, 16ms, 25ms, 40ms,
+      63ms, 64ms, 65ms, 70ms, 130ms, -1ms, -1s};
+  std::vector<std::unique_ptr<Timer>> timers;
+  std::vector<typename Timer::time_point> expiries(delays.size());
+  std::vector<outcome> out(delays.size());
+  for (std::size_t i = 0; i < delays.size(); ++i) {
+    timers.push_back(std::make_unique<Timer>(ioc, delays[i]));
+    expiries[i] = timers[i]->expiry();
+    timers[i]->async_wait(record(out[i]));
+  }
+  // Also the constructor taking an absolute time.
+  const auto abs_expiry = sclock::now() + 12ms;
+  Timer absolute(ioc, abs_expiry);
+  outcome abs_out;
+  absolute.async_wait(record(abs_out));
+
+  const auto r = guarded_run(ioc);
+  CHECK_FALSE(r.timed_out);
+  for (std::size_t i = 0; i < delays.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(delays[i]);
+    CHECK_SUCCESS_AT(out[i], expiries[i]);
+  }
+  CHECK_SUCCESS_AT(abs_out, abs_expiry);
+}
+
+TEST_CASE_TEMPLATE("a timer whose expiry is time_point() or in the past completes at once",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer never_set(ioc);  // expiry() == time_point(): long past
+  Timer past(ioc, sclock::now() - 1h);
+  Timer min(ioc);
+  min.expires_at(Timer::time_point::min());
+  outcome a, b, c;
+  never_set.async_wait(record(a));
+  past.async_wait(record(b));
+  min.async_wait(record(c));
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK_SUCCESS_AT(a, typename Timer::time_point());
+  CHECK_SUCCESS_AT(b, past.expiry());
+  CHECK_SUCCESS_AT(c, Timer::time_point::min());
+}
+
+TEST_CASE_TEMPLATE("waits on different timers complete in order of expiry", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  // Started latest-first; 6 ms apart, so each is in its own tick of a 1 ms wheel.
+  const int n = 6;
+  std::vector<std::unique_ptr<Timer>> timers;
+  std::vector<outcome> out(n);
+  int seq = 0;
+  const auto base = sclock::now() + 5ms;
+  for (int i = n - 1; i >= 0; --i) {
+    auto t = std::make_unique<Timer>(ioc, base + i * 6ms);
+    t->async_wait(record(out[i], &seq));
+    timers.push_back(std::move(t));
+  }
+  guarded_run(ioc);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    CHECK_SUCCESS_AT(out[i], base + i * 6ms);
+    CHECK(out[i].order == i);
+  }
+}
+
+TEST_CASE_TEMPLATE("several waits on one timer all complete, in the order they were started",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, 15ms);
+  const int n = 5;
+  std::vector<outcome> out(n);
+  int seq = 0;
+  for (int i = 0; i < n; ++i) t.async_wait(record(out[i], &seq));
+  guarded_run(ioc);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    CHECK_SUCCESS_AT(out[i], t.expiry());
+    CHECK(out[i].order == i);
+  }
+}
+
+TEST_CASE_TEMPLATE("a timer re-armed from its own handler keeps working", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, 3ms);
+  int rounds = 0;
+  int bad = 0;
+  const auto start = sclock::now();
+  std::function<void(asio::error_code)> step = [&](asio::error_code ec) {
+    if (ec || sclock::now() < t.expiry()) ++bad;
+    if (++rounds < 6) {
+      CHECK(t.expires_after(3ms) == 0);
+      t.async_wait(step);
+    }
+  };
+  t.async_wait(step);
+  const auto r = guarded_run(ioc);
+  CHECK_FALSE(r.timed_out);
+  CHECK(rounds == 6);
+  CHECK(bad == 0);
+  CHECK(sclock::now() - start >= 18ms);
+}
+
+TEST_CASE_TEMPLATE("a move-only handler is accepted and invoked once", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, 2ms);
+  int seen = 0;
+  int calls = 0;
+  auto p = std::make_unique<int>(42);
+  t.async_wait([p = std::move(p), &seen, &calls](asio::error_code ec) {
+    ++calls;
+    if (!ec) seen = *p;
+  });
+  guarded_run(ioc);
+  CHECK(calls == 1);
+  CHECK(seen == 42);
+}
+
+// =======================================================================================
+// run() and outstanding work
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("each pending wait keeps io_context::run() going", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer a(ioc, 5ms);
+  Timer b(ioc, 40ms);
+  outcome oa, ob;
+  const auto t0 = sclock::now();
+  a.async_wait(record(oa));
+  b.async_wait(record(ob));
+  const auto r = guarded_run(ioc);
+  CHECK_FALSE(r.timed_out);
+  // run() returned only once both handlers had run: not after the first one.
+  CHECK_SUCCESS_AT(oa, a.expiry());
+  CHECK_SUCCESS_AT(ob, b.expiry());
+  CHECK(sclock::now() - t0 >= 40ms);
+}
+
+TEST_CASE_TEMPLATE("run() returns at once when no wait is pending", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, kFar);  // an expiry, but nobody waits
+  {
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+  }
+  // After a completed wait, nothing is left either.
+  t.expires_after(2ms);
+  outcome o;
+  t.async_wait(record(o));
+  ioc.restart();
+  guarded_run(ioc);
+  CHECK_SUCCESS_AT(o, t.expiry());
+  t.expires_after(kFar);
+  ioc.restart();
+  {
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+  }
+  // After a cancelled wait, nothing is left either.
+  outcome o2;
+  t.async_wait(record(o2));
+  CHECK(t.cancel() == 1);
+  ioc.restart();
+  {
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+  }
+  CHECK_ABORTED(o2);
+  ioc.restart();
+  {
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+  }
+}
+
+TEST_CASE_TEMPLATE("run() returns promptly once the last (far) wait is cancelled", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  auto far = std::make_unique<Timer>(ioc, kFar);
+  outcome o;
+  far->async_wait(record(o));
+  Timer trigger(ioc, 5ms);
+  asio::cancellation_signal sig;
+  outcome o_slot;
+  std::size_t returned = 99;
+
+  SUBCASE("cancel() from a posted function") {
+    asio::post(ioc, [&] { returned = far->cancel(); });
+  }
+  SUBCASE("cancel() from another timer's handler") {
+    trigger.async_wait([&](asio::error_code) { returned = far->cancel(); });
+  }
+  SUBCASE("cancel_one() from another timer's handler") {
+    trigger.async_wait([&](asio::error_code) { returned = far->cancel_one(); });
+  }
+  SUBCASE("expires_after() from another timer's handler") {
+    trigger.async_wait([&](asio::error_code) { returned = far->expires_after(kFar); });
+  }
+  SUBCASE("expires_at() from a posted function") {
+    asio::post(ioc, [&] { returned = far->expires_at(Timer::time_point::max()); });
+  }
+  SUBCASE("destroying the timer from another timer's handler") {
+    trigger.async_wait([&](asio::error_code) {
+      far.reset();
+      returned = 1;
+    });
+  }
+  SUBCASE("per-operation cancellation from another timer's handler") {
+    // A second wait with a slot: the first wait must be cancelled too for run() to end.
+    far->async_wait(asio::bind_cancellation_slot(sig.slot(), record(o_slot)));
+    trigger.async_wait([&](asio::error_code) {
+      sig.emit(asio::cancellation_type::terminal);
+      returned = far->cancel();  // only the first wait is left
+    });
+  }
+
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(returned == 1);
+  CHECK_ABORTED(o);
+  if (o_slot.calls) CHECK_ABORTED(o_slot);
+}
+
+TEST_CASE_TEMPLATE("an io_context's waits do not keep another io_context running", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc1;
+  asio::io_context ioc2;
+  Timer far(ioc2, kFar);
+  outcome of;
+  far.async_wait(record(of));
+  Timer near(ioc1, 5ms);
+  outcome on;
+  near.async_wait(record(on));
+  const auto r = guarded_run(ioc1);
+  CHECK_PROMPT(r);
+  CHECK_SUCCESS_AT(on, near.expiry());
+  CHECK(of.calls == 0);
+  CHECK(far.cancel() == 1);
+  const auto r2 = guarded_run(ioc2);
+  CHECK_PROMPT(r2);
+  CHECK_ABORTED(of);
+}
+
+// =======================================================================================
+// Cancellation: cancel, cancel_one, expires_*, destruction
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("cancel() aborts every pending wait and returns how many", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, kFar);
+  CHECK(t.cancel() == 0);
+  outcome o[3];
+  for (auto& x : o) t.async_wait(record(x));
+  CHECK(t.cancel() == 3);
+  CHECK(t.cancel() == 0);
+  for (auto& x : o) CHECK(x.calls == 0);  // not inside cancel()
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  for (auto& x : o) CHECK_ABORTED(x);
+  CHECK(t.expiry() > sclock::now() + 5s);  // cancel() leaves the expiry alone
+
+  // The timer is usable afterwards.
+  outcome again;
+  t.expires_after(3ms);
+  t.async_wait(record(again));
+  ioc.restart();
+  guarded_run(ioc);
+  CHECK_SUCCESS_AT(again, t.expiry());
+}
+
+TEST_CASE_TEMPLATE("cancel_one() aborts the oldest pending wait only", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, 20ms);
+  CHECK(t.cancel_one() == 0);
+  outcome o[4];
+  int seq = 0;
+  for (auto& x : o) t.async_wait(record(x, &seq));
+
+  SUBCASE("once") {
+    CHECK(t.cancel_one() == 1);
+    CHECK(o[0].calls == 0);
+    guarded_run(ioc);
+    CHECK_ABORTED(o[0]);
+    CHECK(o[0].order == 0);
+    for (int i = 1; i < 4; ++i) {
+      CAPTURE(i);
+      CHECK_SUCCESS_AT(o[i], t.expiry());
+      CHECK(o[i].order == i);
+    }
+  }
+  SUBCASE("twice, then from a handler") {
+    CHECK(t.cancel_one() == 1);
+    CHECK(t.cancel_one() == 1);
+    std::size_t third = 99;
+    asio::post(ioc, [&] { third = t.cancel_one(); });
+    guarded_run(ioc);
+    CHECK(third == 1);
+    CHECK_ABORTED(o[0]);
+    CHECK_ABORTED(o[1]);
+    CHECK_ABORTED(o[2]);
+    CHECK(o[0].order == 0);
+    CHECK(o[1].order == 1);
+    CHECK(o[2].order == 2);
+    CHECK_SUCCESS_AT(o[3], t.expiry());
+  }
+  CHECK(t.cancel_one() == 0);
+}
+
+TEST_CASE_TEMPLATE("expires_at / expires_after abort pending waits and return how many",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, kFar);
+  outcome o1, o2, o3;
+  int seq = 0;
+  t.async_wait(record(o1, &seq));
+  t.async_wait(record(o2, &seq));
+
+  SUBCASE("expires_after, earlier") { CHECK(t.expires_after(5ms) == 2); }
+  SUBCASE("expires_after, later") {
+    CHECK(t.expires_after(kFar + 1h) == 2);
+    t.expires_after(5ms);
+  }
+  SUBCASE("expires_at, earlier") { CHECK(t.expires_at(sclock::now() + 5ms) == 2); }
+  SUBCASE("expires_at, the same expiry still aborts") {
+    CHECK(t.expires_at(t.expiry()) == 2);
+    CHECK(t.expires_after(5ms) == 0);
+  }
+  SUBCASE("expires_at, in the past") { CHECK(t.expires_at(sclock::now() - 1s) == 2); }
+
+  CHECK(o1.calls == 0);  // not inside expires_*
+  CHECK(o2.calls == 0);
+  t.async_wait(record(o3, &seq));
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK_ABORTED(o1);
+  CHECK_ABORTED(o2);
+  CHECK_SUCCESS_AT(o3, t.expiry());
+  CHECK(o1.order == 0);
+  CHECK(o2.order == 1);
+  CHECK(o3.order == 2);
+}
+
+TEST_CASE_TEMPLATE("destroying a timer aborts its pending waits", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  auto t = std::make_unique<Timer>(ioc, kFar);
+  outcome o1, o2;
+  t->async_wait(record(o1));
+  t->async_wait(record(o2));
+  t.reset();
+  CHECK(o1.calls == 0);  // not inside the destructor
+  CHECK(o2.calls == 0);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK_ABORTED(o1);
+  CHECK_ABORTED(o2);
+}
+
+TEST_CASE_TEMPLATE("cancel()'s count agrees with the handlers it aborted, even at expiry",
+                   Timer, TIMER_TYPES) {
+  // Asio: once a wait's expiry has been processed its handler is queued with success and
+  // cancel() no longer counts it. Either way, the count and the outcome must agree.
+  asio::io_context ioc;
+  const auto when = sclock::now() + 5ms;
+  Timer a(ioc, when);
+  Timer b(ioc, when);  // same expiry as a
+  Timer c(ioc, when + 5ms);
+  outcome ob, oc;
+  std::size_t nb = 99, nc = 99;
+  b.async_wait(record(ob));
+  c.async_wait(record(oc));
+  a.async_wait([&](asio::error_code) {
+    nb = b.cancel();
+    std::this_thread::sleep_for(15ms);  // now c's expiry has passed, too
+    nc = c.cancel_one();
+  });
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  REQUIRE(nb <= 1);
+  REQUIRE(nc <= 1);
+  CHECK(ob.calls == 1);
+  CHECK(oc.calls == 1);
+  CHECK(ob.ec == (nb == 1 ? kAborted : kOk));
+  CHECK(oc.ec == (nc == 1 ? kAborted : kOk));
+  if (!ob.ec) CHECK(ob.at >= when);
+  if (!oc.ec) CHECK(oc.at >= c.expiry());
+  MESSAGE("cancel() at expiry returned " << nb << ", cancel_one() after expiry returned " << nc);
+}
+
+// =======================================================================================
+// Per-operation cancellation
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("per-operation cancellation aborts only that wait (terminal, partial, total)",
+                   Timer, TIMER_TYPES) {
+  asio::cancellation_type_t type = asio::cancellation_type::terminal;
+  SUBCASE("terminal") { type = asio::cancellation_type::terminal; }
+  SUBCASE("partial") { type = asio::cancellation_type::partial; }
+  SUBCASE("total") { type = asio::cancellation_type::total; }
+  SUBCASE("all") { type = asio::cancellation_type::all; }
+  CAPTURE(static_cast<unsigned>(type));
+
+  asio::io_context ioc;
+
+  SUBCASE("emitted from a posted function; the other wait on the timer succeeds") {
+    Timer t(ioc, 20ms);
+    asio::cancellation_signal sig;
+    outcome o1, o2, o3;
+    int seq = 0;
+    t.async_wait(record(o1, &seq));
+    t.async_wait(asio::bind_cancellation_slot(sig.slot(), record(o2, &seq)));
+    t.async_wait(record(o3, &seq));
+    asio::post(ioc, [&] {
+      inside_call in;
+      sig.emit(type);
+      CHECK(o2.calls == 0);  // not inside emit()
+    });
+    guarded_run(ioc);
+    CHECK_ABORTED(o2);
+    CHECK(o2.order == 0);
+    CHECK_SUCCESS_AT(o1, t.expiry());
+    CHECK_SUCCESS_AT(o3, t.expiry());
+    CHECK(o1.order == 1);
+    CHECK(o3.order == 2);
+  }
+  SUBCASE("emitted before run(), on a far wait: run() returns promptly") {
+    Timer t(ioc, kFar);
+    asio::cancellation_signal sig;
+    outcome o;
+    t.async_wait(asio::bind_cancellation_slot(sig.slot(), record(o)));
+    sig.emit(type);
+    CHECK(o.calls == 0);
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_ABORTED(o);
+    // The timer is usable afterwards, and cancel() finds nothing.
+    CHECK(t.cancel() == 0);
+    outcome again;
+    t.expires_after(2ms);
+    t.async_wait(asio::bind_cancellation_slot(sig.slot(), record(again)));
+    ioc.restart();
+    guarded_run(ioc);
+    CHECK_SUCCESS_AT(again, t.expiry());
+  }
+  SUBCASE("emitted from another timer's handler, on a far wait") {
+    Timer t(ioc, kFar);
+    Timer trigger(ioc, 5ms);
+    asio::cancellation_signal sig;
+    outcome o;
+    t.async_wait(asio::bind_cancellation_slot(sig.slot(), record(o)));
+    trigger.async_wait([&](asio::error_code) { sig.emit(type); });
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_ABORTED(o);
+  }
+  SUBCASE("one signal per wait, on many timers: only the signalled ones abort") {
+    const int n = 8;
+    std::vector<std::unique_ptr<Timer>> timers;
+    std::vector<asio::cancellation_signal> sigs(n);
+    std::vector<outcome> out(n);
+    for (int i = 0; i < n; ++i) {
+      timers.push_back(std::make_unique<Timer>(ioc, (i % 2) ? kFar : 10ms));
+      timers[i]->async_wait(asio::bind_cancellation_slot(sigs[i].slot(), record(out[i])));
+    }
+    asio::post(ioc, [&] {
+      for (int i = 1; i < n; i += 2) sigs[i].emit(type);
+    });
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      if (i % 2)
+        CHECK_ABORTED(out[i]);
+      else
+        CHECK_SUCCESS_AT(out[i], timers[i]->expiry());
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("per-operation cancellation: emit(none) and emit after completion do nothing",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, 10ms);
+  asio::cancellation_signal sig;
+  outcome o1, o2;
+  t.async_wait(asio::bind_cancellation_slot(sig.slot(), record(o1)));
+  asio::post(ioc, [&] { sig.emit(asio::cancellation_type::none); });
+  guarded_run(ioc);
+  CHECK_SUCCESS_AT(o1, t.expiry());
+
+  // The wait has completed; the signal fires late while the timer lives and has a new wait.
+  t.expires_after(10ms);
+  t.async_wait(record(o2));
+  asio::post(ioc, [&] { sig.emit(asio::cancellation_type::all); });
+  ioc.restart();
+  guarded_run(ioc);
+  CHECK_SUCCESS_AT(o2, t.expiry());
+}
+
+// =======================================================================================
+// Handlers are never invoked inside the initiating or cancelling call
+// =======================================================================================
+
+namespace {
+
+// Every operation that must not invoke a handler, on timers of `ioc`; the handlers count
+// an invocation from inside such a call in `violations` and count completions in `done`.
+template <class Timer>
+void exercise_no_inline_invocation(asio::io_context& ioc, int& violations, int& done) {
+  auto h = [&violations, &done](asio::error_code) {
+    if (t_inside_call) ++violations;
+    ++done;
+  };
+  asio::cancellation_signal sig;
+  auto expired = std::make_unique<Timer>(ioc);  // expiry long past
+  auto past = std::make_unique<Timer>(ioc, sclock::now() - 1s);
+  auto far = std::make_unique<Timer>(ioc, kFar);
+  auto soon = std::make_unique<Timer>(ioc, 1ms);
+  {
+    inside_call in;
+    expired->async_wait(h);
+    past->async_wait(h);
+    far->async_wait(h);
+    far->async_wait(h);
+    far->async_wait(h);
+    far->async_wait(asio::bind_cancellation_slot(sig.slot(), h));
+    soon->async_wait(h);
+  }
+  std::this_thread::sleep_for(3ms);  // `soon` has expired but has not completed
+  {
+    inside_call in;
+    sig.emit(asio::cancellation_type::terminal);
+    far->cancel_one();
+    far->expires_after(kFar);  // aborts one
+    far->async_wait(h);
+    far->expires_at(sclock::now() + kFar);  // aborts one
+    far->async_wait(h);
+    far->cancel();  // aborts one
+    far->async_wait(h);
+    expired->cancel();
+    soon->cancel();
+    past->expires_after(-1s);
+    past->async_wait(h);
+    soon->async_wait(h);
+    // The destructors abort what is left, or leave queued what is already due.
+    far.reset();
+    soon.reset();
+    past.reset();
+    expired.reset();
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("a handler is never invoked inside async_wait, cancel, cancel_one, "
+                   "expires_*, emit or the destructor",
+                   Timer, TIMER_TYPES) {
+  const int expected = 12;  // the number of async_wait calls above
+  asio::io_context ioc;
+  int violations = 0;
+  int done = 0;
+
+  SUBCASE("outside run()") {
+    exercise_no_inline_invocation<Timer>(ioc, violations, done);
+    CHECK(violations == 0);
+    CHECK(done == 0);
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+  }
+  SUBCASE("inside a handler, while run() is on this thread") {
+    asio::post(ioc, [&] {
+      exercise_no_inline_invocation<Timer>(ioc, violations, done);
+      CHECK(done == 0);
+    });
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+  }
+  SUBCASE("while another thread runs the io_context") {
+    auto guard = asio::make_work_guard(ioc);
+    std::thread th([&] { ioc.run(); });
+    std::atomic<int> a_violations{0};
+    {
+      // Handlers run on `th`; count through atomics there.
+      std::atomic<int> a_done{0};
+      auto h = [&](asio::error_code) {
+        if (t_inside_call) ++a_violations;
+        ++a_done;
+      };
+      Timer past(ioc, sclock::now() - 1s);
+      Timer far(ioc, kFar);
+      {
+        inside_call in;
+        for (int i = 0; i < 50; ++i) past.async_wait(h);
+        for (int i = 0; i < 50; ++i) far.async_wait(h);
+        far.cancel_one();
+        far.expires_after(kFar);
+        far.async_wait(h);
+        far.cancel();
+      }
+      const auto deadline = sclock::now() + 5s;
+      while (a_done < 101 && sclock::now() < deadline) std::this_thread::sleep_for(1ms);
+      CHECK(a_done == 101);
+    }
+    guard.reset();
+    th.join();
+    CHECK(a_violations == 0);
+    done = expected;
+  }
+  CHECK(violations == 0);
+  CHECK(done == expected);
+}
+
+// =======================================================================================
+// Associated executor and allocator
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("the handler runs on its associated executor", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+
+  SUBCASE("bind_executor(strand, handler)") {
+    auto strand = asio::make_strand(ioc);
+    Timer t(ioc, 3ms);
+    Timer c(ioc, kFar);
+    bool on_strand = false, on_strand_c = false;
+    int calls = 0;
+    t.async_wait(asio::bind_executor(strand, [&](asio::error_code ec) {
+      ++calls;
+      on_strand = strand.running_in_this_thread() && !ec;
+      CHECK(c.cancel() == 1);
+    }));
+    c.async_wait(asio::bind_executor(strand, [&](asio::error_code ec) {
+      on_strand_c = strand.running_in_this_thread() && ec == kAborted;
+    }));
+    guarded_run(ioc);
+    CHECK(calls == 1);
+    CHECK(on_strand);
+    CHECK(on_strand_c);
+  }
+  SUBCASE("a timer made on a strand runs handlers without an executor on that strand") {
+    auto strand = asio::make_strand(ioc);
+    Timer t(strand, 3ms);
+    bool on_strand = false;
+    t.async_wait([&](asio::error_code ec) { on_strand = strand.running_in_this_thread() && !ec; });
+    guarded_run(ioc);
+    CHECK(on_strand);
+  }
+  SUBCASE("bound to another io_context: the handler runs there, and that context waits for "
+          "it") {
+    asio::io_context other;
+    Timer t(ioc, 20ms);
+    const auto exp = t.expiry();
+    outcome o;
+    std::thread::id ran_on;
+    bool in_other = false;
+    t.async_wait(asio::bind_executor(other.get_executor(), [&](asio::error_code ec) {
+      record(o)(ec);
+      ran_on = std::this_thread::get_id();
+      in_other = other.get_executor().running_in_this_thread();
+    }));
+    std::thread th([&] { guarded_run(ioc); });
+    // The outstanding wait counts as work for `other` too: run() must not return before
+    // the handler has run.
+    const auto r = guarded_run(other);
+    th.join();
+    CHECK_FALSE(r.timed_out);
+    CHECK_SUCCESS_AT(o, exp);
+    CHECK(ran_on == std::this_thread::get_id());
+    CHECK(in_other);
+  }
+}
+
+TEST_CASE_TEMPLATE("operation storage comes from the handler's associated allocator", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  alloc_stats st;
+  counting_allocator<int> alloc(st);
+
+  struct seen {
+    int calls = 0;
+    std::size_t allocs = 0;
+    std::size_t deallocs = 0;
+    asio::error_code ec;
+  };
+  auto handler = [&st](seen& s) {
+    return [&st, &s](asio::error_code ec) {
+      ++s.calls;
+      s.ec = ec;
+      s.allocs = st.allocs;
+      s.deallocs = st.deallocs;
+    };
+  };
+
+  SUBCASE("success") {
+    Timer t(ioc, 3ms);
+    seen s;
+    t.async_wait(asio::bind_allocator(alloc, handler(s)));
+    CHECK(st.allocs >= 1);
+    guarded_run(ioc);
+    CHECK(s.calls == 1);
+    CHECK(s.ec == kOk);
+    CHECK(s.allocs >= 1);
+    CHECK(s.deallocs == s.allocs);  // freed before the handler body ran
+  }
+  SUBCASE("aborted") {
+    Timer t(ioc, kFar);
+    seen s1, s2;
+    t.async_wait(asio::bind_allocator(alloc, handler(s1)));
+    t.async_wait(asio::bind_allocator(alloc, handler(s2)));
+    CHECK(st.allocs >= 2);
+    t.cancel();
+    guarded_run(ioc);
+    CHECK(s1.calls == 1);
+    CHECK(s1.ec == kAborted);
+    CHECK(s2.calls == 1);
+    CHECK(s2.ec == kAborted);
+    // When the second handler runs, every operation's storage has been given back.
+    CHECK(s2.deallocs == s2.allocs);
+  }
+  SUBCASE("destroyed without being invoked, with the io_context") {
+    auto ctx = std::make_unique<asio::io_context>();
+    seen s;
+    {
+      auto t = std::make_shared<Timer>(*ctx, kFar);
+      t->async_wait(asio::bind_allocator(alloc, [t, h = handler(s)](asio::error_code ec) { h(ec); }));
+    }
+    CHECK(st.allocs >= 1);
+    ctx.reset();
+    CHECK(s.calls == 0);
+  }
+  CHECK(st.allocs == st.deallocs);
+  CHECK(st.bytes_live == 0);
+}
+
+// =======================================================================================
+// Synchronous wait
+// =======================================================================================
+
+namespace {
+
+// Runs f() on another thread and tells whether it returned within `limit`. A synchronous
+// wait cannot be interrupted: a hung one is left behind on a detached thread (the process
+// ends anyway) so that the test fails instead of hanging. f owns everything it uses
+// (shared_ptr captures) and catches its own exceptions.
+template <class F>
+bool returns_within(F f, sclock::duration limit = 5s) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  std::thread th([f = std::move(f), done]() mutable {
+    f();
+    done->set_value();
+  });
+  if (fut.wait_for(limit) == std::future_status::ready) {
+    th.join();
+    return true;
+  }
+  th.detach();
+  return false;
+}
+
+struct sync_result {
+  sclock::time_point returned_at{};
+  asio::error_code ec = asio::error::would_block;
+  std::string exception;
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("wait() and wait(ec) block until the expiry", Timer, TIMER_TYPES) {
+  // The io_context is never run: a synchronous wait does not need it.
+  auto ctx = std::make_shared<asio::io_context>();
+  auto res = std::make_shared<sync_result>();
+
+  SUBCASE("wait() on a short timer") {
+    auto t = std::make_shared<Timer>(*ctx, 5ms);
+    const bool returned = returns_within([ctx, t, res] {
+      try {
+        t->wait();
+        res->returned_at = sclock::now();
+      } catch (const std::exception& e) {
+        res->exception = e.what();
+      }
+    });
+    REQUIRE_MESSAGE(returned, "wait() on a timer 5 ms away did not return within 5 s");
+    CHECK(res->exception == "");
+    CHECK(res->returned_at >= t->expiry());
+  }
+  SUBCASE("wait(ec) on a short timer") {
+    auto t = std::make_shared<Timer>(*ctx, 5ms);
+    const bool returned = returns_within([ctx, t, res] {
+      t->wait(res->ec);
+      res->returned_at = sclock::now();
+    });
+    REQUIRE_MESSAGE(returned, "wait(ec) on a timer 5 ms away did not return within 5 s");
+    CHECK(res->ec == kOk);
+    CHECK(res->returned_at >= t->expiry());
+  }
+  SUBCASE("on expired timers both return at once") {
+    const bool returned = returns_within([ctx, res] {
+      try {
+        Timer past(*ctx, sclock::now() - 1s);
+        past.wait();
+        past.wait(res->ec);
+        Timer never_set(*ctx);
+        never_set.wait();
+        Timer min(*ctx, Timer::time_point::min());
+        min.wait();
+        res->returned_at = sclock::now();
+      } catch (const std::exception& e) {
+        res->exception = e.what();
+      }
+    });
+    REQUIRE_MESSAGE(returned, "wait() on an expired timer did not return within 5 s");
+    CHECK(res->exception == "");
+    CHECK(res->ec == kOk);
+  }
+  SUBCASE("a sync wait on a timer with a pending async wait leaves that wait alone") {
+    auto t = std::make_shared<Timer>(*ctx, 5ms);
+    outcome o;
+    t->async_wait(record(o));
+    const bool returned = returns_within([ctx, t, res] {
+      t->wait(res->ec);
+      res->returned_at = sclock::now();
+    });
+    REQUIRE_MESSAGE(returned, "wait(ec) on a timer 5 ms away did not return within 5 s");
+    CHECK(o.calls == 0);
+    guarded_run(*ctx);
+    CHECK_SUCCESS_AT(o, t->expiry());
+  }
+}
+
+// =======================================================================================
+// Completion tokens
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("completion token: use_awaitable", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  std::exception_ptr eptr;
+  bool finished = false;
+  asio::error_code caught;
+  bool succeeded = false;
+  spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        Timer t(ex, 5ms);
+        co_await t.async_wait(asio::use_awaitable);
+        succeeded = sclock::now() >= t.expiry();
+
+        Timer far(ex, kFar);
+        asio::post(ex, [&far] { far.cancel(); });
+        try {
+          co_await far.async_wait(asio::use_awaitable);
+        } catch (const asio::system_error& e) {
+          caught = e.code();
+        }
+      },
+      eptr, finished);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(finished);
+  CHECK_MESSAGE(!eptr, what_of(eptr));
+  CHECK(succeeded);
+  CHECK(caught == kAborted);
+}
+
+TEST_CASE_TEMPLATE("completion token: experimental::as_tuple(use_awaitable)", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  std::exception_ptr eptr;
+  bool finished = false;
+  asio::error_code ec1 = asio::error::would_block, ec2;
+  bool on_time = false;
+  spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        Timer t(ex, 5ms);
+        auto [e1] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        ec1 = e1;
+        on_time = sclock::now() >= t.expiry();
+        Timer far(ex, kFar);
+        asio::post(ex, [&far] { far.cancel(); });
+        auto [e2] = co_await far.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+        ec2 = e2;
+      },
+      eptr, finished);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(finished);
+  CHECK_MESSAGE(!eptr, what_of(eptr));
+  CHECK(ec1 == kOk);
+  CHECK(on_time);
+  CHECK(ec2 == kAborted);
+}
+
+TEST_CASE_TEMPLATE("completion token: redirect_error(use_awaitable, ec)", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  std::exception_ptr eptr;
+  bool finished = false;
+  asio::error_code ec1 = asio::error::would_block, ec2;
+  bool on_time = false;
+  spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        Timer t(ex, 5ms);
+        asio::error_code ec;
+        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        ec1 = ec;
+        on_time = sclock::now() >= t.expiry();
+        Timer far(ex, kFar);
+        asio::post(ex, [&far] { far.cancel(); });
+        co_await far.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        ec2 = ec;
+      },
+      eptr, finished);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(finished);
+  CHECK_MESSAGE(!eptr, what_of(eptr));
+  CHECK(ec1 == kOk);
+  CHECK(on_time);
+  CHECK(ec2 == kAborted);
+}
+
+TEST_CASE_TEMPLATE("completion token: experimental::deferred starts nothing until launched",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, 5ms);
+  auto op = t.async_wait(asio::experimental::deferred);
+  {
+    const auto r = guarded_run(ioc);  // nothing pending
+    CHECK_PROMPT(r);
+  }
+  outcome o;
+  t.expires_after(5ms);
+  std::move(op)(record(o));
+  ioc.restart();
+  guarded_run(ioc);
+  CHECK_SUCCESS_AT(o, t.expiry());
+
+  // A deferred wait that is cancelled after launch.
+  Timer far(ioc, kFar);
+  outcome of;
+  auto op2 = far.async_wait(asio::experimental::deferred);
+  std::move(op2)(record(of));
+  CHECK(far.cancel() == 1);
+  ioc.restart();
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK_ABORTED(of);
+}
+
+TEST_CASE_TEMPLATE("completion token: use_future, io_context run by another thread", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, 5ms);
+  Timer far(ioc, kFar);
+  std::future<void> f1 = t.async_wait(asio::use_future);
+  std::future<void> f2 = far.async_wait(asio::use_future);
+  const auto exp = t.expiry();
+  run_report r;
+  std::thread th([&] { r = guarded_run(ioc); });
+
+  const bool ready1 = f1.wait_for(5s) == std::future_status::ready;
+  CHECK(ready1);
+  if (ready1) {
+    CHECK_NOTHROW(f1.get());
+    CHECK(sclock::now() >= exp);
+  }
+  // `far` is touched by this thread only; its handler (the promise) does not touch it.
+  CHECK(far.cancel() == 1);
+  const bool ready2 = f2.wait_for(5s) == std::future_status::ready;
+  CHECK(ready2);
+  if (ready2) {
+    asio::error_code code;
+    try {
+      f2.get();
+    } catch (const asio::system_error& e) {
+      code = e.code();
+    }
+    CHECK(code == kAborted);
+  }
+  th.join();
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE_TEMPLATE("awaitable operators: a || b returns when the first completes and "
+                   "cancels the other",
+                   Timer, TIMER_TYPES) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::io_context ioc;
+  std::exception_ptr eptr;
+  bool finished = false;
+  std::size_t index = 99;
+  sclock::duration took{};
+  bool not_early = false;
+
+  SUBCASE("left wins") {
+    spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          auto ex = co_await asio::this_coro::executor;
+          Timer a(ex, 5ms), b(ex, kFar);
+          const auto t0 = sclock::now();
+          auto v = co_await (a.async_wait(asio::use_awaitable) ||
+                             b.async_wait(asio::use_awaitable));
+          took = sclock::now() - t0;
+          index = v.index();
+          not_early = sclock::now() >= a.expiry();
+        },
+        eptr, finished);
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK(index == 0);
+  }
+  SUBCASE("right wins") {
+    spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          auto ex = co_await asio::this_coro::executor;
+          Timer a(ex, kFar), b(ex, 5ms);
+          const auto t0 = sclock::now();
+          auto v = co_await (a.async_wait(asio::use_awaitable) ||
+                             b.async_wait(asio::use_awaitable));
+          took = sclock::now() - t0;
+          index = v.index();
+          not_early = sclock::now() >= b.expiry();
+        },
+        eptr, finished);
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK(index == 1);
+  }
+  CHECK(finished);
+  CHECK_MESSAGE(!eptr, what_of(eptr));
+  CHECK(took < kPrompt);
+  CHECK(not_early);
+}
+
+TEST_CASE_TEMPLATE("awaitable operators: a && b returns when both completed", Timer,
+                   TIMER_TYPES) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::io_context ioc;
+  std::exception_ptr eptr;
+  bool finished = false;
+  bool not_early = false;
+  spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        Timer a(ex, 3ms), b(ex, 20ms);
+        co_await (a.async_wait(asio::use_awaitable) && b.async_wait(asio::use_awaitable));
+        not_early = sclock::now() >= b.expiry();
+      },
+      eptr, finished);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(finished);
+  CHECK_MESSAGE(!eptr, what_of(eptr));
+  CHECK(not_early);
+}
+
+// =======================================================================================
+// Moves
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("move construction carries a pending wait; the moved-from timer is usable",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer a(ioc, 20ms);
+  const auto exp = a.expiry();
+  outcome o1, o2;
+  a.async_wait(record(o1));
+  Timer b(std::move(a));
+  CHECK(b.expiry() == exp);
+  CHECK(a.expiry() == typename Timer::time_point());  // as if newly constructed
+  CHECK(a.get_executor() == asio::any_io_executor(ioc.get_executor()));
+  CHECK(b.get_executor() == asio::any_io_executor(ioc.get_executor()));
+  CHECK(a.cancel() == 0);  // the wait went with the move
+  a.expires_after(5ms);
+  a.async_wait(record(o2));
+  guarded_run(ioc);
+  CHECK_SUCCESS_AT(o1, exp);
+  CHECK_SUCCESS_AT(o2, a.expiry());
+  CHECK(o1.calls == 1);
+}
+
+TEST_CASE_TEMPLATE("a moved wait is cancelled through its new owner", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer a(ioc, kFar);
+  outcome o1, o2;
+  a.async_wait(record(o1));
+  a.async_wait(record(o2));
+  Timer b(std::move(a));
+  SUBCASE("cancel()") { CHECK(b.cancel() == 2); }
+  SUBCASE("cancel_one() twice") {
+    CHECK(b.cancel_one() == 1);
+    CHECK(b.cancel_one() == 1);
+  }
+  SUBCASE("expires_after()") { CHECK(b.expires_after(1ms) == 2); }
+  SUBCASE("moved again, then the new owner destroyed") {
+    auto c = std::make_unique<Timer>(std::move(b));
+    CHECK(b.cancel() == 0);
+    c.reset();
+  }
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK_ABORTED(o1);
+  CHECK_ABORTED(o2);
+}
+
+TEST_CASE_TEMPLATE("move assignment carries a pending wait and aborts the target's waits",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer a(ioc, 20ms);
+  const auto exp = a.expiry();
+  outcome o1, o_target, o2;
+  a.async_wait(record(o1));
+
+  SUBCASE("target on the same io_context") {
+    Timer b(ioc, kFar);
+    b.async_wait(record(o_target));
+    b = std::move(a);
+    CHECK(o_target.calls == 0);
+    CHECK(b.expiry() == exp);
+    CHECK(a.expiry() == typename Timer::time_point());
+    a.expires_after(5ms);
+    a.async_wait(record(o2));
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_ABORTED(o_target);
+    CHECK_SUCCESS_AT(o1, exp);
+    CHECK_SUCCESS_AT(o2, a.expiry());
+  }
+  SUBCASE("target on another io_context") {
+    asio::io_context other;
+    Timer b(other, kFar);
+    b.async_wait(record(o_target));
+    b = std::move(a);
+    CHECK(b.get_executor() == asio::any_io_executor(ioc.get_executor()));
+    CHECK(b.expiry() == exp);
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_SUCCESS_AT(o1, exp);
+    const auto r2 = guarded_run(other);
+    CHECK_PROMPT(r2);
+    CHECK_ABORTED(o_target);
+  }
+  SUBCASE("into a timer in a vector that reallocates") {
+    std::vector<Timer> v;
+    std::vector<outcome> out(40);
+    std::vector<typename Timer::time_point> exps;
+    for (int i = 0; i < 40; ++i) {
+      v.emplace_back(ioc, std::chrono::milliseconds(1 + i % 7));
+      exps.push_back(v.back().expiry());
+      v.back().async_wait(record(out[i]));
+    }
+    v.front() = std::move(a);
+    guarded_run(ioc);
+    CHECK_SUCCESS_AT(o1, exp);
+    for (int i = 1; i < 40; ++i) {
+      CAPTURE(i);
+      CHECK_SUCCESS_AT(out[i], exps[i]);
+    }
+    CHECK_ABORTED(out[0]);
+  }
+}
+
+TEST_CASE_TEMPLATE("converting move from rebind_executor<io_context::executor_type>::other",
+                   Timer, TIMER_TYPES) {
+  using Rebound = typename Timer::template rebind_executor<asio::io_context::executor_type>::other;
+  asio::io_context ioc;
+  Rebound src(ioc.get_executor(), 20ms);
+  const auto exp = src.expiry();
+  outcome o1, o2, o_target;
+  src.async_wait(record(o1));
+
+  SUBCASE("construction") {
+    Timer dst(std::move(src));
+    CHECK(dst.expiry() == exp);
+    CHECK(dst.get_executor() == asio::any_io_executor(ioc.get_executor()));
+    CHECK(src.cancel() == 0);
+    src.expires_after(5ms);
+    src.async_wait(record(o2));
+    guarded_run(ioc);
+    CHECK_SUCCESS_AT(o1, exp);
+    CHECK_SUCCESS_AT(o2, src.expiry());
+  }
+  SUBCASE("assignment") {
+    Timer dst(ioc, kFar);
+    dst.async_wait(record(o_target));
+    dst = std::move(src);
+    CHECK(dst.expiry() == exp);
+    src.expires_after(5ms);
+    src.async_wait(record(o2));
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_ABORTED(o_target);
+    CHECK_SUCCESS_AT(o1, exp);
+    CHECK_SUCCESS_AT(o2, src.expiry());
+  }
+  SUBCASE("construction, then cancelled through the new owner") {
+    Timer dst(std::move(src));
+    CHECK(dst.cancel() == 1);
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_ABORTED(o1);
+  }
+}
+
+// =======================================================================================
+// Destruction of the io_context
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("destroying the io_context destroys pending handlers without invoking them",
+                   Timer, TIMER_TYPES) {
+  int destroyed = 0;
+  int invoked = 0;
+  std::vector<std::weak_ptr<Timer>> weak;
+  const int n = 6;
+  {
+    auto ioc = std::make_unique<asio::io_context>();
+    {
+      // Each handler owns its timer (the documented way to tie lifetimes to operations)
+      // and a token that counts its destruction.
+      const typename Timer::duration expiries[n] = {kFar, kFar, -1s, 0ms, 900ms, 1h};
+      for (int i = 0; i < n; ++i) {
+        auto t = std::make_shared<Timer>(*ioc, expiries[i]);
+        weak.push_back(t);
+        auto tok = std::make_shared<life_token>(destroyed);
+        t->async_wait([t, tok, &invoked](asio::error_code) { ++invoked; });
+      }
+    }
+    SUBCASE("never run") {
+      for (auto& w : weak) CHECK_FALSE(w.expired());
+    }
+    SUBCASE("after running for a while") {
+      // The already-due waits (2 and 3) complete here; the others stay pending.
+      ioc->run_for(20ms);
+      CHECK(invoked == 2);
+      CHECK(destroyed == 2);
+      CHECK(weak[2].expired());
+      CHECK(weak[3].expired());
+      weak.erase(weak.begin() + 2, weak.begin() + 4);
+      for (auto& w : weak) CHECK_FALSE(w.expired());
+      invoked = 0;
+      destroyed = 0;
+    }
+    const int pending = static_cast<int>(weak.size());
+    ioc.reset();
+    CHECK(destroyed == pending);
+  }
+  CHECK(invoked == 0);
+  for (auto& w : weak) CHECK(w.expired());  // every handler, and so every timer, is gone
+}
+
+TEST_CASE_TEMPLATE("handlers aborted by a destroyed timer are destroyed with the io_context",
+                   Timer, TIMER_TYPES) {
+  int destroyed = 0;
+  int invoked = 0;
+  {
+    asio::io_context ioc;
+    {
+      Timer t(ioc, kFar);
+      Timer due(ioc, -1s);
+      for (int i = 0; i < 3; ++i) {
+        auto tok = std::make_shared<life_token>(destroyed);
+        t.async_wait([tok, &invoked](asio::error_code) { ++invoked; });
+        auto tok2 = std::make_shared<life_token>(destroyed);
+        due.async_wait([tok2, &invoked](asio::error_code) { ++invoked; });
+      }
+    }  // ~Timer: aborted waits are queued, never run
+    CHECK(invoked == 0);
+  }
+  CHECK(invoked == 0);
+  CHECK(destroyed == 6);
+}
+
+TEST_CASE_TEMPLATE("many waits, destroyed with the io_context: nothing leaks", Timer,
+                   TIMER_TYPES) {
+  alloc_stats st;
+  int destroyed = 0;
+  int invoked = 0;
+  const int n = 200;
+  {
+    asio::io_context ioc;
+    for (int i = 0; i < n; ++i) {
+      auto t = std::make_shared<Timer>(ioc, std::chrono::milliseconds((i * 37) % 300) - 100ms);
+      auto tok = std::make_shared<life_token>(destroyed);
+      t->async_wait(asio::bind_allocator(counting_allocator<int>(st),
+                                         [t, tok, &invoked](asio::error_code) { ++invoked; }));
+    }
+    CHECK(st.allocs >= static_cast<std::size_t>(n));
+  }
+  CHECK(invoked == 0);
+  CHECK(destroyed == n);
+  CHECK(st.allocs == st.deallocs);
+  CHECK(st.bytes_live == 0);
+}
+
+// =======================================================================================
+// Exceptions, stop/restart, destruction from handlers, extremes
+// =======================================================================================
+
+TEST_CASE_TEMPLATE("a handler that throws propagates out of run(); the rest still complete",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer a(ioc, 5ms);
+  Timer same(ioc, a.expiry());  // due in the same tick as a
+  Timer b(ioc, 15ms);
+  Timer c(ioc, 30ms);
+  int a_calls = 0;
+  outcome oa2, osame, ob, oc;
+  a.async_wait([&](asio::error_code) {
+    ++a_calls;
+    throw std::runtime_error("boom");
+  });
+  a.async_wait(record(oa2));
+  same.async_wait(record(osame));
+  b.async_wait(record(ob));
+  c.async_wait(record(oc));
+
+  CHECK_THROWS_WITH_AS(guarded_run(ioc), "boom", std::runtime_error);
+  CHECK(a_calls == 1);
+  ioc.restart();
+  const auto r = guarded_run(ioc);
+  CHECK_FALSE(r.timed_out);
+  CHECK(a_calls == 1);
+  CHECK_SUCCESS_AT(oa2, a.expiry());
+  CHECK_SUCCESS_AT(osame, same.expiry());
+  CHECK_SUCCESS_AT(ob, b.expiry());
+  CHECK_SUCCESS_AT(oc, c.expiry());
+}
+
+TEST_CASE_TEMPLATE("stop() with waits pending, then restart() and run() completes them", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t1(ioc, 50ms), t2(ioc, 60ms), t3(ioc, 70ms);
+  outcome o1, o2, o3;
+  t1.async_wait(record(o1));
+  t2.async_wait(record(o2));
+  t3.async_wait(record(o3));
+
+  SUBCASE("stopped from a posted function before any expiry") {
+    asio::post(ioc, [&] { ioc.stop(); });
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK(ioc.stopped());
+    CHECK(o1.calls == 0);
+    CHECK(o2.calls == 0);
+    CHECK(o3.calls == 0);
+    std::this_thread::sleep_for(80ms);  // all expire while the context is stopped
+  }
+  SUBCASE("stopped from the first handler") {
+    Timer first(ioc, 5ms);
+    outcome of;
+    first.async_wait([&](asio::error_code ec) {
+      record(of)(ec);
+      ioc.stop();
+    });
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK(ioc.stopped());
+    CHECK_SUCCESS_AT(of, first.expiry());
+    CHECK(o1.calls == 0);
+  }
+  SUBCASE("stopped from another thread while idle") {
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(10ms);
+      ioc.stop();
+    });
+    guarded_run(ioc);
+    stopper.join();
+    CHECK(ioc.stopped());
+  }
+  ioc.restart();
+  const auto r = guarded_run(ioc);
+  CHECK_FALSE(r.timed_out);
+  CHECK_SUCCESS_AT(o1, t1.expiry());
+  CHECK_SUCCESS_AT(o2, t2.expiry());
+  CHECK_SUCCESS_AT(o3, t3.expiry());
+}
+
+TEST_CASE_TEMPLATE("a timer destroyed inside another timer's handler", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer a(ioc, 5ms);
+  outcome ob;
+
+  SUBCASE("its far wait is aborted and run() returns promptly") {
+    auto b = std::make_unique<Timer>(ioc, kFar);
+    b->async_wait(record(ob));
+    a.async_wait([&](asio::error_code) { b.reset(); });
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_ABORTED(ob);
+  }
+  SUBCASE("due in the same tick: its handler runs exactly once, never early") {
+    auto b = std::make_unique<Timer>(ioc, a.expiry());
+    const auto exp = b->expiry();
+    outcome ob2;
+    b->async_wait(record(ob));
+    b->async_wait(record(ob2));
+    a.async_wait([&](asio::error_code) { b.reset(); });
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK(ob.calls == 1);
+    CHECK(ob2.calls == 1);
+    CHECK((ob.ec == kOk || ob.ec == kAborted));
+    if (!ob.ec) CHECK(ob.at >= exp);
+    if (!ob2.ec) CHECK(ob2.at >= exp);
+  }
+  SUBCASE("inside its own handler") {
+    auto b = std::make_unique<Timer>(ioc, 5ms);
+    outcome ob2;
+    b->async_wait([&](asio::error_code ec) {
+      record(ob)(ec);
+      b.reset();
+    });
+    b->async_wait(record(ob2));  // same expiry: success (already due) or aborted
+    a.async_wait([](asio::error_code) {});
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK(ob.calls == 1);
+    CHECK(ob.ec == kOk);
+    CHECK(ob2.calls == 1);
+    CHECK((ob2.ec == kOk || ob2.ec == kAborted));
+  }
+}
+
+TEST_CASE_TEMPLATE("expires_at(time_point::max()) then cancel", Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc);
+  CHECK(t.expires_at(Timer::time_point::max()) == 0);
+  CHECK(t.expiry() == Timer::time_point::max());
+  outcome o1, o2;
+  t.async_wait(record(o1));
+  Timer u(ioc);
+  u.expires_after(Timer::duration::max());
+  CHECK(u.expiry() == Timer::time_point::max());
+  asio::cancellation_signal sig;
+  u.async_wait(asio::bind_cancellation_slot(sig.slot(), record(o2)));
+  std::size_t n = 99;
+  asio::post(ioc, [&] {
+    n = t.cancel();
+    sig.emit(asio::cancellation_type::terminal);
+  });
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(n == 1);
+  CHECK_ABORTED(o1);
+  CHECK_ABORTED(o2);
+}
+
+TEST_CASE_TEMPLATE("timers work on a thread_pool executor", Timer, TIMER_TYPES) {
+  asio::thread_pool pool(1);
+  Timer t(pool.get_executor(), 5ms);
+  Timer far(pool.get_executor(), kFar);
+  const auto exp = t.expiry();
+  std::promise<std::pair<asio::error_code, sclock::time_point>> p1, p2;
+  t.async_wait([&](asio::error_code ec) { p1.set_value({ec, sclock::now()}); });
+  far.async_wait([&](asio::error_code ec) { p2.set_value({ec, sclock::now()}); });
+  auto f1 = p1.get_future();
+  auto f2 = p2.get_future();
+  const bool ready1 = f1.wait_for(5s) == std::future_status::ready;
+  CHECK(ready1);
+  if (ready1) {
+    auto [ec, at] = f1.get();
+    CHECK(ec == kOk);
+    CHECK(at >= exp);
+  }
+  CHECK(far.cancel() == 1);
+  const bool ready2 = f2.wait_for(5s) == std::future_status::ready;
+  CHECK(ready2);
+  if (ready2) CHECK(f2.get().first == kAborted);
+  if (!ready1 || !ready2) pool.stop();
+  pool.join();
+}
