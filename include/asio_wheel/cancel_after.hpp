@@ -151,6 +151,7 @@ public:
   // The operation completed (or its handler was destroyed): the deadline is moot, and the
   // user's slot must not call into this state any more.
   void finish() {
+    finished_.store(true, std::memory_order_release);
     if (outer_.is_connected())
       outer_.clear();
     timer_.cancel();
@@ -177,7 +178,9 @@ private:
     }
     void operator()(const asio::error_code& ec) {
       cancel_at_state* self = std::exchange(self_, nullptr);
-      if (!ec)
+      // The deadline and the operation can come due in the same batch: once the
+      // operation's handler has run, its slot must not be emitted into.
+      if (!ec && !self->finished_.load(std::memory_order_acquire))
         self->signal_.emit(self->type_);
       self->release();
     }
@@ -200,6 +203,8 @@ private:
   asio::cancellation_type_t type_;
   // One for the operation's handler, one for the deadline's wait.
   std::atomic<int> refs_{2};
+  // Set once the operation's handler has been called (or destroyed).
+  std::atomic<bool> finished_{false};
 };
 
 // The handler given to the wrapped operation: carries the adapter's cancellation slot and

@@ -13,6 +13,7 @@
 #include <asio_wheel/detail/activity_stamp.hpp>
 
 #include <asio/async_result.hpp>
+#include <asio/cancellation_state.hpp>
 #include <asio/compose.hpp>
 #include <asio/error.hpp>
 
@@ -43,8 +44,8 @@ namespace asio_wheel {
  * Like basic_idle_timer, marking input is one store, and the wheel is re-armed lazily.
  *
  * @par Precision
- * As basic_idle_timer: never early; late by at most a wheel tick plus a coarse clock tick
- * plus the event loop's latency.
+ * As basic_idle_timer: never early; late by at most a wheel tick plus the event loop's
+ * latency.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
@@ -90,7 +91,7 @@ public:
 
   executor_type get_executor() noexcept { return timer_.get_executor(); }
 
-  /// Marks input now: one coarse clock read and one relaxed store.
+  /// Marks input now: one clock read and one relaxed store.
   void touch() noexcept { activity_.mark(); }
 
   time_point last_activity() const noexcept { return activity_.last(); }
@@ -132,6 +133,11 @@ private:
       if (ec) {
         op.complete(ec, event::drop);
         return;
+      }
+      if (!started) {
+        // A wait has no side effects, so every kind of cancellation may abort it (Asio's
+        // composed operations pass on only terminal cancellation by default).
+        op.reset_cancellation_state(asio::enable_total_cancellation());
       }
       const time_point last = self->activity_.last();
       const bool pinged = self->pinged_for_ == last;

@@ -13,6 +13,7 @@
 #include <asio_wheel/detail/activity_stamp.hpp>
 
 #include <asio/async_result.hpp>
+#include <asio/cancellation_state.hpp>
 #include <asio/compose.hpp>
 #include <asio/error.hpp>
 
@@ -33,8 +34,7 @@ namespace asio_wheel {
  *
  * @par Precision
  * Never completes before @c timeout has elapsed since the last touch(); late by at most
- * one wheel tick, plus one coarse clock tick (typically 1 to 4 ms, see touch()), plus the
- * event loop's latency.
+ * one wheel tick plus the event loop's latency.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
@@ -81,7 +81,7 @@ public:
   /// Get the executor associated with the object.
   executor_type get_executor() noexcept { return timer_.get_executor(); }
 
-  /// Marks activity now. O(1): one coarse clock read and one relaxed store; no wheel
+  /// Marks activity now. O(1): one clock read and one relaxed store; no wheel
   /// operation, no lock, no allocation, no handler.
   void touch() noexcept { activity_.mark(); }
 
@@ -138,6 +138,11 @@ private:
       if (ec) {
         op.complete(ec);
         return;
+      }
+      if (!started) {
+        // A wait has no side effects, so every kind of cancellation may abort it (Asio's
+        // composed operations pass on only terminal cancellation by default).
+        op.reset_cancellation_state(asio::enable_total_cancellation());
       }
       const time_point deadline = self->activity_.after(self->timeout_);
       // The first round always goes through the timer, so the handler is never called

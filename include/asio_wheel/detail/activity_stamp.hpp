@@ -11,19 +11,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <type_traits>
-
-#if defined(__linux__)
-#include <time.h>
-#endif
 
 namespace asio_wheel::detail {
 
 // The time of the last activity of a connection, marked on every read: so it must cost a
-// store, not a timer operation. For std::chrono::steady_clock on Linux the mark reads
-// CLOCK_MONOTONIC_COARSE (same epoch as steady_clock, a few ns instead of ~30) and adds its
-// resolution, so the mark is never before the true time of the activity: timeouts measured
-// from it are never early, and at most one coarse tick (typically 1-4 ms) late.
+// store, not a timer operation. It reads Clock::now() (a vDSO call for steady_clock, ~30 ns
+// here) rather than CLOCK_MONOTONIC_COARSE (~8 ns): the coarse clock was measured lagging the
+// precise one by more than its stated resolution on a loaded VM, and a stamp earlier than the
+// true activity would make an idle timeout complete early.
 template <typename Clock>
 class activity_stamp {
 public:
@@ -46,22 +41,7 @@ public:
   }
 
 private:
-  static time_point now() noexcept {
-#if defined(__linux__) && defined(CLOCK_MONOTONIC_COARSE)
-    if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
-      static const long resolution_ns = [] {
-        ::timespec res{};
-        return ::clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 ? res.tv_nsec
-                                                                                   : -1L;
-      }();
-      ::timespec ts{};
-      if (resolution_ns >= 0 && ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
-        return time_point(std::chrono::duration_cast<duration>(
-            std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec + resolution_ns)));
-    }
-#endif
-    return Clock::now();
-  }
+  static time_point now() noexcept { return Clock::now(); }
 
   std::atomic<typename duration::rep> last_;
 };

@@ -1,0 +1,759 @@
+//
+// examples/idle_heartbeat_server.cpp
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+// A TCP line server that keeps many mostly idle connections alive with one
+// asio_wheel::heartbeat per connection:
+//
+//   * every line received marks activity (heartbeat::touch(): one store, no timer
+//     operation) and is echoed back, except "PONG", which only marks activity;
+//   * a peer quiet for ping_after gets "PING\n" (heartbeat event::ping, once per quiet spell);
+//   * a peer quiet for drop_after is disconnected (event::drop).
+//
+// And a client that opens many connections of three kinds, round robin:
+//   silent      never sends anything: pinged once, then dropped by the server;
+//   responsive  answers every PING with PONG: pinged again after every quiet spell, never
+//               dropped;
+//   chatty      sends a line every ping_after/3: never quiet long enough to be pinged.
+// It reports how many connections of each kind were pinged and dropped, and when.
+//
+// Usage:
+//   idle_heartbeat_server [--mode both|server|client] [--host H] [--port P]
+//                         [--connections N] [--ping-ms T] [--drop-ms T] [--observe-ms T]
+//   idle_heartbeat_server --smoke
+//
+//   --mode both     (default) server and client in one process, on 127.0.0.1
+//   --mode server   serve on --port (default 7777) until SIGINT/SIGTERM
+//   --mode client   connect --connections to --host:--port, observe, report
+//   --connections   default 10000. Each connection is a file descriptor (two in --mode both):
+//                   the soft RLIMIT_NOFILE is raised to the hard limit, and N is capped, with
+//                   a message, to what that allows.
+//   --ping-ms, --drop-ms   the heartbeat thresholds (default 2000 and 5000)
+//   --observe-ms    how long the client keeps its connections open once all are connected
+//                   (default: max(3 * drop, drop + 2000))
+//   --smoke         --mode both, 200 connections, ping 100 ms, drop 300 ms; exits 0 if and
+//                   only if every silent connection was pinged and then dropped within
+//                   drop_after + 1000 ms of connecting, and every active connection survived.
+//
+// The memory an idle connection costs is printed at startup (and measured on the heap in
+// the client and both modes).
+
+#include <asio_wheel/cancel_after.hpp>
+#include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/wheel_timer.hpp>
+
+#include <asio/buffer.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/error.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read_until.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include <malloc.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <csignal>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using asio::awaitable;
+using asio::use_awaitable;
+using asio::experimental::as_tuple;
+using asio::ip::tcp;
+using clock_type = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+using heartbeat = asio_wheel::heartbeat;
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+enum class run_mode { both, server, client };
+
+struct options {
+  run_mode mode = run_mode::both;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0; // 0: ephemeral (both), 7777 otherwise
+  std::size_t connections = 10000;
+  ms ping{2000};
+  ms drop{5000};
+  ms observe{-1};
+  ms slack{2000}; // how late a drop may be and still count as "on time"
+  bool smoke = false;
+};
+
+[[noreturn]] void usage_error(const char* what) {
+  std::fprintf(stderr,
+               "idle_heartbeat_server: %s\n"
+               "usage: idle_heartbeat_server [--mode both|server|client] [--host H] [--port P]\n"
+               "       [--connections N] [--ping-ms T] [--drop-ms T] [--observe-ms T] | --smoke\n",
+               what);
+  std::exit(2);
+}
+
+options parse(int argc, char* argv[]) {
+  options o;
+  bool port_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc)
+        usage_error("missing value");
+      return argv[++i];
+    };
+    auto number = [&]() -> long long {
+      const std::string v(value());
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 0)
+        usage_error("not a non-negative number");
+      return n;
+    };
+    if (a == "--smoke") {
+      o.smoke = true;
+    } else if (a == "--mode") {
+      const std::string_view m = value();
+      if (m == "both")
+        o.mode = run_mode::both;
+      else if (m == "server")
+        o.mode = run_mode::server;
+      else if (m == "client")
+        o.mode = run_mode::client;
+      else
+        usage_error("unknown mode");
+    } else if (a == "--host") {
+      o.host = std::string(value());
+    } else if (a == "--port") {
+      o.port = static_cast<std::uint16_t>(number());
+      port_given = true;
+    } else if (a == "--connections") {
+      o.connections = static_cast<std::size_t>(number());
+    } else if (a == "--ping-ms") {
+      o.ping = ms(number());
+    } else if (a == "--drop-ms") {
+      o.drop = ms(number());
+    } else if (a == "--observe-ms") {
+      o.observe = ms(number());
+    } else {
+      usage_error("unknown argument");
+    }
+  }
+  if (o.smoke) {
+    o.mode = run_mode::both;
+    o.connections = 200;
+    o.ping = 100ms;
+    o.drop = 300ms;
+    o.slack = 1000ms;
+    o.port = 0;
+  } else if (!port_given && o.mode != run_mode::both) {
+    o.port = 7777;
+  }
+  if (o.ping <= ms::zero() || o.drop <= o.ping)
+    usage_error("need 0 < ping < drop");
+  if (o.observe < ms::zero())
+    o.observe = std::max(3 * o.drop, o.drop + o.slack);
+  return o;
+}
+
+// Raises the soft fd limit to the hard one and caps the number of connections to fit.
+void fit_fd_limit(options& o) {
+  if (o.mode == run_mode::server)
+    return;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0)
+      rl = raised;
+  }
+  const std::size_t per_connection = o.mode == run_mode::both ? 2 : 1;
+  const std::size_t reserve = 64; // stdio, the acceptor, the reactor, ...
+  const std::size_t limit = rl.rlim_cur == RLIM_INFINITY ? static_cast<std::size_t>(-1)
+                                                          : static_cast<std::size_t>(rl.rlim_cur);
+  const std::size_t fit = limit > reserve ? (limit - reserve) / per_connection : 0;
+  if (o.connections > fit) {
+    std::printf("note: capping --connections from %zu to %zu: RLIMIT_NOFILE is %zu (soft, raised "
+                "to the hard limit), and each connection takes %zu descriptor%s in this mode\n",
+                o.connections, fit, limit, per_connection, per_connection == 1 ? "" : "s");
+    o.connections = fit;
+  }
+}
+
+std::size_t heap_in_use() {
+  const struct mallinfo2 mi = ::mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+double to_ms(clock_type::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+clock_type::time_point t_start;
+
+double now_ms() { return to_ms(clock_type::now() - t_start); }
+
+struct summary {
+  std::vector<double> v;
+  void add(double x) { v.push_back(x); }
+  void print(const char* label) {
+    if (v.empty()) {
+      std::printf("      %-28s -\n", label);
+      return;
+    }
+    std::sort(v.begin(), v.end());
+    std::printf("      %-28s min %8.1f  median %8.1f  max %8.1f ms\n", label, v.front(),
+                v[v.size() / 2], v.back());
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Server
+
+struct server_stats {
+  std::size_t accepted = 0;
+  std::size_t open = 0;
+  std::size_t pings_sent = 0;
+  std::size_t drops = 0;
+  std::size_t lines_echoed = 0;
+  std::size_t pongs = 0;
+  summary idle_at_drop; // how long the peer had been quiet when dropped
+};
+
+class server_session : public std::enable_shared_from_this<server_session> {
+public:
+  server_session(tcp::socket sock, const heartbeat::options& hb_options, server_stats& stats)
+      : sock_(std::move(sock)), hb_(sock_.get_executor(), hb_options), stats_(stats) {
+    ++stats_.open;
+  }
+
+  ~server_session() { --stats_.open; }
+
+  void start() {
+    const auto ex = sock_.get_executor();
+    asio::co_spawn(ex, read_loop(shared_from_this()), asio::detached);
+    asio::co_spawn(ex, keepalive_loop(shared_from_this()), asio::detached);
+  }
+
+  void close() {
+    if (closed_)
+      return;
+    closed_ = true;
+    asio::error_code ignored;
+    sock_.close(ignored);
+    hb_.cancel();
+  }
+
+private:
+  awaitable<void> read_loop([[maybe_unused]] std::shared_ptr<server_session> self) {
+    for (;;) {
+      auto [ec, n] = co_await asio::async_read_until(sock_, asio::dynamic_buffer(in_, 1024), '\n',
+                                                     as_tuple(use_awaitable));
+      if (ec)
+        break;
+      hb_.touch(); // any input is activity: one store
+      const std::string_view line(in_.data(), n);
+      if (line == "PONG\n") {
+        ++stats_.pongs;
+      } else {
+        ++stats_.lines_echoed;
+        send(std::string(line));
+      }
+      in_.erase(0, n);
+    }
+    close();
+  }
+
+  awaitable<void> keepalive_loop([[maybe_unused]] std::shared_ptr<server_session> self) {
+    for (;;) {
+      auto [ec, ev] = co_await hb_.async_next(as_tuple(use_awaitable));
+      if (ec)
+        break; // cancelled: the session is closing
+      if (ev == heartbeat::event::drop) {
+        ++stats_.drops;
+        stats_.idle_at_drop.add(to_ms(clock_type::now() - hb_.last_activity()));
+        close();
+        break;
+      }
+      ++stats_.pings_sent;
+      send("PING\n");
+    }
+  }
+
+  // Writes are queued so that an echo and a ping never interleave.
+  void send(std::string msg) {
+    if (closed_)
+      return;
+    out_.push_back(std::move(msg));
+    if (!writing_)
+      write_next();
+  }
+
+  void write_next() {
+    if (out_.empty() || closed_) {
+      writing_ = false;
+      return;
+    }
+    writing_ = true;
+    asio::async_write(sock_, asio::buffer(out_.front()),
+                      [self = shared_from_this()](asio::error_code ec, std::size_t) {
+                        self->out_.pop_front();
+                        if (ec) {
+                          self->close();
+                          self->writing_ = false;
+                          return;
+                        }
+                        self->write_next();
+                      });
+  }
+
+  tcp::socket sock_;
+  heartbeat hb_;
+  server_stats& stats_;
+  std::string in_;
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+awaitable<void> accept_loop(tcp::acceptor& acceptor, heartbeat::options hb_options,
+                            server_stats& stats) {
+  for (;;) {
+    auto [ec, sock] = co_await acceptor.async_accept(as_tuple(use_awaitable));
+    if (ec == asio::error::operation_aborted || !acceptor.is_open())
+      co_return;
+    if (ec) {
+      // Out of descriptors, typically: back off briefly rather than spin.
+      std::fprintf(stderr, "accept: %s\n", ec.message().c_str());
+      asio_wheel::wheel_timer pause(co_await asio::this_coro::executor, 50ms);
+      co_await pause.async_wait(as_tuple(use_awaitable));
+      continue;
+    }
+    ++stats.accepted;
+    std::make_shared<server_session>(std::move(sock), hb_options, stats)->start();
+  }
+}
+
+void print_server_stats(server_stats& s) {
+  std::printf("server: %zu accepted, %zu pings sent, %zu dropped, %zu lines echoed, %zu pongs\n",
+              s.accepted, s.pings_sent, s.drops, s.lines_echoed, s.pongs);
+  s.idle_at_drop.print("quiet for, when dropped");
+}
+
+// ---------------------------------------------------------------------------------------
+// Client
+
+enum class kind { silent, responsive, chatty };
+constexpr const char* kind_names[] = {"silent", "responsive", "chatty"};
+
+struct client_stats;
+
+class client_conn : public std::enable_shared_from_this<client_conn> {
+public:
+  client_conn(asio::io_context& ctx, kind k) : kind_(k), sock_(ctx), chat_timer_(ctx) {}
+
+  awaitable<void> run(std::shared_ptr<client_conn> self, tcp::endpoint server,
+                      client_stats& stats);
+
+  void close() {
+    if (closed_)
+      return;
+    closed_ = true;
+    asio::error_code ignored;
+    sock_.close(ignored);
+    chat_timer_.cancel();
+  }
+
+  kind kind_;
+  clock_type::time_point connect_started{}, connected_at{}, first_ping_at{}, closed_at{};
+  int pings = 0;
+  int echoes = 0;
+  bool connected = false;
+  bool dropped = false; // closed by the server (eof) while the client was observing
+
+private:
+  awaitable<void> chat_loop([[maybe_unused]] std::shared_ptr<client_conn> self, ms interval) {
+    for (int i = 0; !closed_; ++i) {
+      chat_timer_.expires_after(interval);
+      auto [ec] = co_await chat_timer_.async_wait(as_tuple(use_awaitable));
+      if (ec || closed_)
+        break;
+      send("hello " + std::to_string(i) + "\n");
+    }
+  }
+
+  void send(std::string msg) {
+    if (closed_)
+      return;
+    out_.push_back(std::move(msg));
+    if (!writing_)
+      write_next();
+  }
+
+  void write_next() {
+    if (out_.empty() || closed_) {
+      writing_ = false;
+      return;
+    }
+    writing_ = true;
+    asio::async_write(sock_, asio::buffer(out_.front()),
+                      [self = shared_from_this()](asio::error_code ec, std::size_t) {
+                        self->out_.pop_front();
+                        if (ec) {
+                          self->writing_ = false;
+                          return; // the reader sees the error too
+                        }
+                        self->write_next();
+                      });
+  }
+
+  tcp::socket sock_;
+  asio_wheel::wheel_timer chat_timer_;
+  std::string in_;
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+struct client_stats {
+  asio::io_context& ctx;
+  const options& opt;
+  std::vector<std::shared_ptr<client_conn>> conns;
+  std::size_t launched = 0;
+  std::size_t in_flight = 0;
+  std::size_t done_connecting = 0;
+  std::size_t connect_failures = 0;
+  bool stopping = false;
+  clock_type::time_point all_connected_at{};
+  std::size_t heap_before = 0;
+  double heap_per_pair = 0;
+  std::function<void()> on_all_connected;
+
+  static constexpr std::size_t max_in_flight = 256; // connects pending at once
+  tcp::endpoint server;
+
+  void launch_more() {
+    while (in_flight < max_in_flight && launched < conns.size()) {
+      auto& c = conns[launched++];
+      ++in_flight;
+      asio::co_spawn(ctx, c->run(c, server, *this), asio::detached);
+    }
+  }
+
+  void connect_done(bool ok) {
+    --in_flight;
+    ++done_connecting;
+    if (!ok)
+      ++connect_failures;
+    launch_more();
+    if (done_connecting == conns.size()) {
+      all_connected_at = clock_type::now();
+      if (on_all_connected)
+        on_all_connected();
+    }
+  }
+};
+
+awaitable<void> client_conn::run(std::shared_ptr<client_conn> self, tcp::endpoint server,
+                                 client_stats& stats) {
+  // Taken before connecting: the server's heartbeat for this connection starts later, so a
+  // drop measured from here is never shorter than the server's idle time.
+  connect_started = clock_type::now();
+  auto [cec] = co_await sock_.async_connect(server, asio_wheel::cancel_after(10s, as_tuple(use_awaitable)));
+  connected = !cec;
+  connected_at = clock_type::now();
+  stats.connect_done(connected);
+  if (!connected) {
+    close();
+    co_return;
+  }
+  if (kind_ == kind::chatty)
+    asio::co_spawn(sock_.get_executor(), chat_loop(self, stats.opt.ping / 3), asio::detached);
+  for (;;) {
+    auto [ec, n] = co_await asio::async_read_until(sock_, asio::dynamic_buffer(in_, 1024), '\n',
+                                                   as_tuple(use_awaitable));
+    if (ec) {
+      if (!stats.stopping && !closed_) {
+        dropped = true; // the server closed it
+        closed_at = clock_type::now();
+      }
+      break;
+    }
+    const std::string_view line(in_.data(), n);
+    if (line == "PING\n") {
+      if (pings++ == 0)
+        first_ping_at = clock_type::now();
+      if (kind_ == kind::responsive)
+        send("PONG\n");
+    } else {
+      ++echoes;
+    }
+    in_.erase(0, n);
+  }
+  close();
+}
+
+// Prints the report; returns true if the outcome is the expected one.
+bool report(client_stats& cs) {
+  const options& o = cs.opt;
+  bool ok = cs.connect_failures == 0;
+  std::printf("client: %zu connections (%zu failed to connect), all up %.0f ms after start\n",
+              cs.conns.size(), cs.connect_failures, to_ms(cs.all_connected_at - t_start));
+  if (cs.heap_per_pair > 0)
+    std::printf("client: heap per connection (%s, with pending operations and coroutine frames, "
+                "measured once all were up and idle): %.0f bytes\n",
+                o.mode == run_mode::both ? "server session + client side" : "client side",
+                cs.heap_per_pair);
+  for (int k = 0; k < 3; ++k) {
+    std::size_t count = 0, pinged = 0, pings = 0, dropped = 0, early = 0, late = 0, echoed = 0;
+    summary first_ping, drop_after_connect;
+    for (const auto& c : cs.conns) {
+      if (static_cast<int>(c->kind_) != k || !c->connected)
+        continue;
+      ++count;
+      pings += static_cast<std::size_t>(c->pings);
+      echoed += c->echoes > 0 ? 1 : 0;
+      if (c->pings > 0) {
+        ++pinged;
+        first_ping.add(to_ms(c->first_ping_at - c->connect_started));
+      }
+      if (c->dropped) {
+        ++dropped;
+        const auto after = c->closed_at - c->connect_started;
+        drop_after_connect.add(to_ms(after));
+        if (after < o.drop)
+          ++early;
+        if (after > o.drop + o.slack)
+          ++late;
+      }
+    }
+    std::printf("  %-10s %5zu connections: %5zu pinged (%zu pings), %5zu dropped", kind_names[k],
+                count, pinged, pings, dropped);
+    if (k == static_cast<int>(kind::chatty))
+      std::printf(", %zu got echoes", echoed);
+    std::printf("\n");
+    first_ping.print("first ping after connecting");
+    drop_after_connect.print("dropped after connecting");
+    if (k == static_cast<int>(kind::silent)) {
+      // Every silent connection: pinged, then dropped within drop_after + slack.
+      if (pinged != count || dropped != count || late != 0)
+        ok = false;
+      if (early != 0)
+        std::printf("  warning: %zu silent connection%s dropped before drop_after (%lld ms)\n",
+                    early, early == 1 ? "" : "s", static_cast<long long>(o.drop.count()));
+      std::printf("  silent: %zu of %zu dropped within drop_after + %lld ms\n", dropped - late,
+                  count, static_cast<long long>(o.slack.count()));
+    } else {
+      if (dropped != 0)
+        ok = false; // an active connection must survive
+      if (k == static_cast<int>(kind::responsive) && pinged != count)
+        ok = false; // quiet between pings: each must have been pinged
+    }
+  }
+  return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+
+void print_memory_notes() {
+  std::printf(
+      "memory per idle connection, server side (this build):\n"
+      "  sizeof(asio_wheel::heartbeat)   = %3zu bytes  the keep-alive state: a wheel timer\n"
+      "                                              (executor, expiry, wheel entry), the\n"
+      "                                              activity mark, the two thresholds\n"
+      "  sizeof(asio::ip::tcp::socket)   = %3zu bytes\n"
+      "  sizeof(server_session)          = %3zu bytes  socket + heartbeat + buffers + queue\n"
+      "  (for comparison: sizeof(asio::steady_timer) = %zu bytes)\n"
+      "  On the heap, per connection: the session, a coroutine frame for the reader and one for\n"
+      "  the keep-alive loop, one pending read, and exactly one pending wheel wait, however\n"
+      "  much traffic there is: touch() is a store, it allocates nothing and arms nothing.\n",
+      sizeof(heartbeat), sizeof(tcp::socket), sizeof(server_session), sizeof(asio::steady_timer));
+}
+
+} // namespace
+
+int main(int argc, char* argv[]) {
+  options opt = parse(argc, argv);
+  fit_fd_limit(opt);
+  t_start = clock_type::now();
+  print_memory_notes();
+
+  server_stats sstats; // outlives the context, whose pending handlers may own sessions
+  asio::io_context ctx(1);
+  const heartbeat::options hb_options{.ping_after = opt.ping, .drop_after = opt.drop};
+  std::unique_ptr<tcp::acceptor> acceptor;
+  tcp::endpoint server_endpoint;
+
+  try {
+    if (opt.mode != run_mode::client) {
+      const auto address = opt.mode == run_mode::both ? asio::ip::address(asio::ip::address_v4::loopback())
+                                                      : asio::ip::make_address(opt.host);
+      acceptor = std::make_unique<tcp::acceptor>(ctx, tcp::endpoint(address, opt.port));
+      server_endpoint = acceptor->local_endpoint();
+      std::printf("server: listening on %s:%u (ping after %lld ms, drop after %lld ms)\n",
+                  server_endpoint.address().to_string().c_str(),
+                  static_cast<unsigned>(server_endpoint.port()),
+                  static_cast<long long>(opt.ping.count()), static_cast<long long>(opt.drop.count()));
+      asio::co_spawn(ctx, accept_loop(*acceptor, hb_options, sstats), asio::detached);
+    } else {
+      server_endpoint = tcp::endpoint(asio::ip::make_address(opt.host), opt.port);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "idle_heartbeat_server: %s\n", e.what());
+    return 1;
+  }
+
+  if (opt.mode == run_mode::server) {
+    asio::signal_set signals(ctx, SIGINT, SIGTERM);
+    signals.async_wait([&](asio::error_code, int) {
+      acceptor->close();
+      ctx.stop();
+    });
+    const std::size_t heap_at_start = heap_in_use();
+    asio::steady_timer stats_timer(ctx);
+    std::function<void()> tick = [&] {
+      stats_timer.expires_after(5s);
+      stats_timer.async_wait([&](asio::error_code ec) {
+        if (ec)
+          return;
+        const std::size_t heap_now = heap_in_use();
+        std::printf("[%8.0f ms] server: %zu open, %zu accepted, %zu pings, %zu drops; heap %+.0f "
+                    "bytes per open session\n",
+                    now_ms(), sstats.open, sstats.accepted, sstats.pings_sent, sstats.drops,
+                    sstats.open == 0 ? 0.0
+                                     : (static_cast<double>(heap_now) - static_cast<double>(heap_at_start)) /
+                                           static_cast<double>(sstats.open));
+        tick();
+      });
+    };
+    tick();
+    ctx.run();
+    print_server_stats(sstats);
+    return 0;
+  }
+
+  // Client (and, in --mode both, the server on the same io_context).
+  client_stats cstats{ctx, opt, {}, 0, 0, 0, 0, false, {}, 0, 0, {}, server_endpoint};
+  cstats.conns.reserve(opt.connections);
+  for (std::size_t i = 0; i < opt.connections; ++i)
+    cstats.conns.push_back(std::make_shared<client_conn>(ctx, static_cast<kind>(i % 3)));
+  std::printf("client: opening %zu connections to %s:%u (silent / responsive / chatty, round "
+              "robin)\n",
+              opt.connections, server_endpoint.address().to_string().c_str(),
+              static_cast<unsigned>(server_endpoint.port()));
+
+  asio_wheel::wheel_timer observe(ctx);
+  bool observed = false;
+  auto stop_all = [&] {
+    cstats.stopping = true;
+    for (auto& c : cstats.conns)
+      c->close();
+    if (acceptor)
+      acceptor->close(); // the server sessions end when they see their peers go
+  };
+  // The heap is measured half a ping period after the last connection is up: every session
+  // has started and is idle (waiting for input and for its heartbeat), none has been pinged.
+  asio_wheel::wheel_timer measure(ctx);
+  cstats.on_all_connected = [&] {
+    measure.expires_after(opt.ping / 2);
+    measure.async_wait([&](asio::error_code ec) {
+      const std::size_t heap_now = heap_in_use();
+      if (!ec && !cstats.conns.empty() && heap_now > cstats.heap_before)
+        cstats.heap_per_pair = static_cast<double>(heap_now - cstats.heap_before) /
+                               static_cast<double>(cstats.conns.size());
+    });
+    std::printf("[%8.0f ms] client: all %zu connections up; observing for %lld ms\n", now_ms(),
+                cstats.conns.size(), static_cast<long long>(opt.observe.count()));
+    observe.expires_after(opt.observe);
+    observe.async_wait([&](asio::error_code ec) {
+      if (ec)
+        return;
+      observed = true;
+      std::printf("[%8.0f ms] client: observation over, closing everything\n", now_ms());
+      stop_all();
+    });
+  };
+  // A watchdog: a run that hangs fails rather than blocks.
+  asio::steady_timer watchdog(ctx, opt.observe + 120s);
+  bool watchdog_fired = false;
+  watchdog.async_wait([&](asio::error_code ec) {
+    if (!ec) {
+      std::fprintf(stderr, "idle_heartbeat_server: watchdog: giving up\n");
+      watchdog_fired = true;
+      stop_all();
+      ctx.stop();
+    }
+  });
+
+  cstats.heap_before = heap_in_use();
+  if (opt.connections == 0)
+    cstats.on_all_connected();
+  cstats.launch_more();
+
+  // Progress while connecting large numbers.
+  asio::steady_timer progress(ctx);
+  std::function<void()> progress_tick = [&] {
+    progress.expires_after(1s);
+    progress.async_wait([&](asio::error_code ec) {
+      if (ec || cstats.stopping)
+        return;
+      std::printf("[%8.0f ms] client: %zu of %zu connected; server: %zu open, %zu pings, %zu "
+                  "drops\n",
+                  now_ms(), cstats.done_connecting, cstats.conns.size(), sstats.open,
+                  sstats.pings_sent, sstats.drops);
+      progress_tick();
+    });
+  };
+  if (!opt.smoke)
+    progress_tick();
+
+  // Stop the watchdog and the progress ticker once everything else has finished: the
+  // observation is over and (with a server here) every session has closed.
+  asio::co_spawn(
+      ctx,
+      [&]() -> awaitable<void> {
+        asio::steady_timer poll(co_await asio::this_coro::executor);
+        while (!watchdog_fired && !(observed && sstats.open == 0)) {
+          poll.expires_after(20ms);
+          co_await poll.async_wait(as_tuple(use_awaitable));
+        }
+        watchdog.cancel();
+        progress.cancel();
+      },
+      asio::detached);
+
+  ctx.run();
+
+  const bool ok = report(cstats) && observed && !watchdog_fired;
+  if (opt.mode == run_mode::both)
+    print_server_stats(sstats);
+  if (!ok) {
+    std::fprintf(stderr, "idle_heartbeat_server: FAILED: unexpected outcome (see above)\n");
+    return 1;
+  }
+  std::puts("all silent connections dropped on time, all active ones survived");
+  return 0;
+}
