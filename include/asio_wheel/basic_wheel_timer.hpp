@@ -351,8 +351,8 @@ public:
    * and less precision. The default is 1 ms.
    *
    * @throws std::invalid_argument if @c tick is not positive or longer than 60 s.
-   * @throws std::logic_error if waits are pending on the context's wheel: set the tick
-   * before the first wait, or when none is pending.
+   * @throws std::logic_error if the context's wheel has already served a wait (setting
+   * the value it already has is allowed).
    */
   static void set_tick(asio::execution_context& context, const duration& tick) {
     asio::use_service<service_type>(context).set_tick(tick);

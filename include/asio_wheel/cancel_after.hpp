@@ -27,7 +27,7 @@
 // executor so that the deadline and the operation's completion are serialised.
 
 #include <asio_wheel/basic_wheel_timer.hpp>
-#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/detail/block_cache.hpp>
 
 #include <asio/associated_allocator.hpp>
 #include <asio/associated_cancellation_slot.hpp>
@@ -35,7 +35,6 @@
 #include <asio/async_result.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
-#include <asio/recycling_allocator.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -122,7 +121,7 @@ namespace detail {
 // Shared by the operation's handler and the deadline's wait; freed by the last of the two.
 template <typename Clock, typename WaitTraits, typename Executor>
 class cancel_at_state {
-  using allocator = asio::recycling_allocator<cancel_at_state>;
+  using allocator = block_cache_allocator<cancel_at_state>;
 
 public:
   static cancel_at_state* create(const Executor& ex, asio::cancellation_type_t type) {

@@ -9,6 +9,8 @@
 #ifndef ASIO_WHEEL_DETAIL_WAIT_OP_HPP
 #define ASIO_WHEEL_DETAIL_WAIT_OP_HPP
 
+#include <asio_wheel/detail/block_cache.hpp>
+
 #include <asio/associated_allocator.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
@@ -16,7 +18,6 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/is_executor.hpp>
 #include <asio/prefer.hpp>
-#include <asio/recycling_allocator.hpp>
 
 #include <memory>
 #include <type_traits>
@@ -109,10 +110,10 @@ public:
   }
 };
 
-// Where a handler without an associated allocator gets its operation memory: Asio's own
-// per-thread recycling cache, so a re-armed wait reuses the block its predecessor freed.
+// Where a handler without an associated allocator gets its operation memory: per-thread
+// block lists, so a re-armed wait reuses the block its predecessor freed.
 template <typename Handler>
-using op_allocator_t = asio::associated_allocator_t<Handler, asio::recycling_allocator<void>>;
+using op_allocator_t = asio::associated_allocator_t<Handler, block_cache_allocator<void>>;
 
 // The wait of one handler. Completion is direct_completion or a tracked_executor<>.
 template <typename Handler, typename Completion>
@@ -124,7 +125,7 @@ public:
   template <typename H, typename... Args>
   static wait_handler_op* create(H&& handler, Args&&... completion_args) {
     allocator_type alloc(
-        asio::get_associated_allocator(handler, asio::recycling_allocator<void>()));
+        asio::get_associated_allocator(handler, block_cache_allocator<void>()));
     wait_handler_op* p = std::allocator_traits<allocator_type>::allocate(alloc, 1);
     try {
       return ::new (static_cast<void*>(p)) wait_handler_op(

@@ -28,6 +28,7 @@
 // timer while Asio's timer service and reactor are still alive: services are shut down
 // before any is destroyed, and those may be destroyed before this one.
 
+#include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 
@@ -117,10 +118,13 @@ public:
     std::lock_guard lock(mutex_);
     if (tick == tick_)
       return;
-    if (!wheel_->empty() || ready_head_ != nullptr)
+    // Deadlines already computed in the old tick would be misread: the tick is part of the
+    // wheel's configuration, fixed by its first wait.
+    if (driver_)
       throw std::logic_error(
-          "asio_wheel: cannot change the tick while waits are pending on this context; set "
-          "it before the first async_wait, or once every wait has completed");
+          "asio_wheel: the tick of a context can only be changed before its first wait (it "
+          "is " + std::to_string(to_ns(tick_)) + " ns); call set_tick() right after creating "
+          "the io_context");
     reset_time(tick);
   }
 
@@ -459,7 +463,7 @@ private:
     expire(lock);
   }
 
-  void expire(std::unique_lock<std::mutex>& lock) {
+  void expire(std::unique_lock<futex_mutex>& lock) {
     const tick_type now = to_tick_floor(Clock::now());
     wait_op* head = nullptr;
     wait_op** tail = &head;
@@ -534,7 +538,7 @@ private:
   }
 
   // Guards every member below, the timer_entry lists, and wait_op links.
-  mutable std::mutex mutex_;
+  mutable futex_mutex mutex_;
   // The executor the driver and drain handlers run on: the context's own. Set by start().
   asio::any_io_executor home_;
   // Tick length and the instant of tick 0. The wheel counts ticks since origin_.

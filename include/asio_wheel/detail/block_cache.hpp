@@ -1,0 +1,110 @@
+//
+// detail/block_cache.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
+#define ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
+
+#include <cstddef>
+#include <new>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+// Per-thread free lists of small blocks for operation memory, used when a handler has no
+// allocator of its own. Servers cancel and re-arm timers in bursts (a reset is an abort plus
+// a new wait), and Asio's recycling allocator keeps two blocks per thread, so a burst would
+// otherwise cost a malloc and a free per wait. A block freed on another thread joins that
+// thread's list. Each list is capped, so a burst's memory goes back to malloc after it.
+class block_cache {
+public:
+  // Size classes: most handlers (lambdas, coroutine handlers) fit the first.
+  static constexpr std::size_t small = 64;
+  static constexpr std::size_t large = 128;
+  static constexpr std::size_t max_cached = 1024;
+
+  static void* allocate(std::size_t size) {
+    if (size <= large) {
+      list& l = lists()[size <= small ? 0 : 1];
+      if (l.head != nullptr) {
+        block* b = l.head;
+        l.head = b->next;
+        --l.count;
+        return b;
+      }
+      size = size <= small ? small : large;
+    }
+    return ::operator new(size);
+  }
+
+  static void deallocate(void* p, std::size_t size) noexcept {
+    if (size <= large) {
+      list& l = lists()[size <= small ? 0 : 1];
+      if (l.count < max_cached) {
+        block* b = ::new (p) block{l.head};
+        l.head = b;
+        ++l.count;
+        return;
+      }
+    }
+    ::operator delete(p);
+  }
+
+private:
+  struct block {
+    block* next;
+  };
+
+  struct list {
+    block* head = nullptr;
+    std::size_t count = 0;
+
+    list() = default;
+    list(const list&) = delete;
+    list& operator=(const list&) = delete;
+    // At thread exit. Later frees on this thread (static destructors of the main thread, a
+    // context destroyed at exit) find the list full and empty, and go straight to the heap.
+    ~list() {
+      while (head != nullptr)
+        ::operator delete(std::exchange(head, head->next));
+      count = max_cached;
+    }
+  };
+
+  static list* lists() noexcept {
+    thread_local list per_thread[2];
+    return per_thread;
+  }
+};
+
+// A standard allocator over block_cache: the default allocator of the library's operations.
+template <typename T>
+class block_cache_allocator {
+public:
+  using value_type = T;
+
+  block_cache_allocator() noexcept = default;
+  template <typename U>
+  block_cache_allocator(const block_cache_allocator<U>&) noexcept {}
+
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+                  "over-aligned operation types are not supported");
+    return static_cast<T*>(block_cache::allocate(n * sizeof(T)));
+  }
+
+  void deallocate(T* p, std::size_t n) noexcept { block_cache::deallocate(p, n * sizeof(T)); }
+
+  template <typename U>
+  bool operator==(const block_cache_allocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
