@@ -284,23 +284,37 @@ private:
   }
 
   // True when a handler on `ex` may be called directly from the service's own handlers:
-  // `ex` is the plain executor of this very io_context, on which those handlers run.
+  // `ex` is an executor of this very io_context that allows blocking.possibly, which is
+  // what those handlers run on. Work tracking and the continuation hint do not matter for a
+  // direct call; Asio's composed operations, for one, carry the work-tracking variant.
   template <typename Executor>
   bool is_home(const Executor& ex) noexcept {
-    if constexpr (std::is_same_v<Executor, asio::io_context::executor_type>) {
-      return is_home_io(ex);
-    } else if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      const auto* io = target_if<asio::io_context::executor_type>(ex);
-      return io != nullptr && is_home_io(*io);
+    if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+      // The template Bits of io_context::basic_executor_type: 4 is outstanding_work.tracked
+      // (detail::io_context_bits); blocking.never is a run-time bit, checked in is_home_io.
+      return is_home_any<0>(ex) || is_home_any<4>(ex);
     } else {
-      return false;
+      return is_home_io(ex);
     }
   }
 
-  bool is_home_io(const asio::io_context::executor_type& io) noexcept {
-    asio::io_context& context = io.context();
-    return &static_cast<asio::execution_context&>(context) == &this->context() &&
-           io == context.get_executor();
+  template <std::uintptr_t Bits>
+  bool is_home_any(const asio::any_io_executor& ex) noexcept {
+    using target = asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
+    const target* io = target_if<target>(ex);
+    return io != nullptr && is_home_io(*io);
+  }
+
+  template <typename Executor>
+  bool is_home_io(const Executor& ex) noexcept {
+    if constexpr (requires { ex.context(); ex.running_in_this_thread(); }) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(ex.context())>,
+                                   asio::io_context>) {
+        return &static_cast<asio::execution_context&>(ex.context()) == &this->context() &&
+               asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
+      }
+    }
+    return false;
   }
 
   void shutdown() override {
