@@ -231,9 +231,9 @@ awaitable<void> client(tcp::endpoint server, config cfg, outcomes& out) {
         asio::buffer(&byte, 1),
         asio_wheel::cancel_after(cfg.client_read_timeout, as_tuple(use_awaitable)));
     const auto took = clock_type::now() - t0;
-    std::printf("[%5lld ms] client: read with cancel_after(%lld ms): %s after %lld ms\n",
-                now_ms(), static_cast<long long>(cfg.client_read_timeout.count()),
-                ec.message().c_str(), to_ms(took));
+    std::printf("[%5lld ms] client: read with cancel_after(%lld ms): %s after %lld ms\n", now_ms(),
+                static_cast<long long>(cfg.client_read_timeout.count()), ec.message().c_str(),
+                to_ms(took));
     out.read_deadline_hit = ec == asio::error::operation_aborted && n == 0;
   }
   sock.close();
@@ -284,7 +284,7 @@ int main(int argc, char* argv[]) {
   asio::co_spawn(ctx, listen(acceptor, cfg, idle_closes), asio::detached);
   asio::co_spawn(ctx, client(endpoint, cfg, out), [&](std::exception_ptr e) {
     client_error = e;
-    acceptor.close();  // stop accepting: run() returns once the sessions are done
+    acceptor.close(); // stop accepting: run() returns once the sessions are done
     watchdog.cancel();
   });
 

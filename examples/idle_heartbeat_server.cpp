@@ -63,8 +63,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -195,7 +195,7 @@ void fit_fd_limit(options& o) {
   const std::size_t per_connection = o.mode == run_mode::both ? 2 : 1;
   const std::size_t reserve = 64; // stdio, the acceptor, the reactor, ...
   const std::size_t limit = rl.rlim_cur == RLIM_INFINITY ? static_cast<std::size_t>(-1)
-                                                          : static_cast<std::size_t>(rl.rlim_cur);
+                                                         : static_cast<std::size_t>(rl.rlim_cur);
   const std::size_t fit = limit > reserve ? (limit - reserve) / per_connection : 0;
   if (o.connections > fit) {
     std::printf("note: capping --connections from %zu to %zu: RLIMIT_NOFILE is %zu (soft, raised "
@@ -210,11 +210,15 @@ std::size_t heap_in_use() {
   return mi.uordblks + mi.hblkhd;
 }
 
-double to_ms(clock_type::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double to_ms(clock_type::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 clock_type::time_point t_start;
 
-double now_ms() { return to_ms(clock_type::now() - t_start); }
+double now_ms() {
+  return to_ms(clock_type::now() - t_start);
+}
 
 struct summary {
   std::vector<double> v;
@@ -375,8 +379,7 @@ class client_conn : public std::enable_shared_from_this<client_conn> {
 public:
   client_conn(asio::io_context& ctx, kind k) : kind_(k), sock_(ctx), chat_timer_(ctx) {}
 
-  awaitable<void> run(std::shared_ptr<client_conn> self, tcp::endpoint server,
-                      client_stats& stats);
+  awaitable<void> run(std::shared_ptr<client_conn> self, tcp::endpoint server, client_stats& stats);
 
   void close() {
     if (closed_)
@@ -482,7 +485,8 @@ awaitable<void> client_conn::run(std::shared_ptr<client_conn> self, tcp::endpoin
   // Taken before connecting: the server's heartbeat for this connection starts later, so a
   // drop measured from here is never shorter than the server's idle time.
   connect_started = clock_type::now();
-  auto [cec] = co_await sock_.async_connect(server, asio_wheel::cancel_after(10s, as_tuple(use_awaitable)));
+  auto [cec] =
+      co_await sock_.async_connect(server, asio_wheel::cancel_after(10s, as_tuple(use_awaitable)));
   connected = !cec;
   connected_at = clock_type::now();
   stats.connect_done(connected);
@@ -609,14 +613,16 @@ int main(int argc, char* argv[]) {
 
   try {
     if (opt.mode != run_mode::client) {
-      const auto address = opt.mode == run_mode::both ? asio::ip::address(asio::ip::address_v4::loopback())
-                                                      : asio::ip::make_address(opt.host);
+      const auto address = opt.mode == run_mode::both
+                               ? asio::ip::address(asio::ip::address_v4::loopback())
+                               : asio::ip::make_address(opt.host);
       acceptor = std::make_unique<tcp::acceptor>(ctx, tcp::endpoint(address, opt.port));
       server_endpoint = acceptor->local_endpoint();
       std::printf("server: listening on %s:%u (ping after %lld ms, drop after %lld ms)\n",
                   server_endpoint.address().to_string().c_str(),
                   static_cast<unsigned>(server_endpoint.port()),
-                  static_cast<long long>(opt.ping.count()), static_cast<long long>(opt.drop.count()));
+                  static_cast<long long>(opt.ping.count()),
+                  static_cast<long long>(opt.drop.count()));
       asio::co_spawn(ctx, accept_loop(*acceptor, hb_options, sstats), asio::detached);
     } else {
       server_endpoint = tcp::endpoint(asio::ip::make_address(opt.host), opt.port);
@@ -643,9 +649,10 @@ int main(int argc, char* argv[]) {
         std::printf("[%8.0f ms] server: %zu open, %zu accepted, %zu pings, %zu drops; heap %+.0f "
                     "bytes per open session\n",
                     now_ms(), sstats.open, sstats.accepted, sstats.pings_sent, sstats.drops,
-                    sstats.open == 0 ? 0.0
-                                     : (static_cast<double>(heap_now) - static_cast<double>(heap_at_start)) /
-                                           static_cast<double>(sstats.open));
+                    sstats.open == 0
+                        ? 0.0
+                        : (static_cast<double>(heap_now) - static_cast<double>(heap_at_start)) /
+                              static_cast<double>(sstats.open));
         tick();
       });
     };

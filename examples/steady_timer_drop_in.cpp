@@ -137,8 +137,7 @@ int main(int argc, char* argv[]) {
     });
     // expires_after() on a pending wait aborts it, too; then this one is allowed to fire.
     const std::size_t m = far.expires_after(period);
-    std::printf("[%5lld ms] canceller: expires_after() aborted %zu wait(s)\n", ms_since(start),
-                m);
+    std::printf("[%5lld ms] canceller: expires_after() aborted %zu wait(s)\n", ms_since(start), m);
     far.async_wait([&](const asio::error_code& ec) {
       far_third = ec;
       std::printf("[%5lld ms] far: third wait %s\n", ms_since(start),
@@ -155,7 +154,8 @@ int main(int argc, char* argv[]) {
     std::printf("[%5lld ms] slotted: %s\n", ms_since(start), ec.message().c_str());
   }));
   timer emitter(ctx, period * 2);
-  emitter.async_wait([&](const asio::error_code&) { signal.emit(asio::cancellation_type::terminal); });
+  emitter.async_wait(
+      [&](const asio::error_code&) { signal.emit(asio::cancellation_type::terminal); });
 
   ctx.run();
 

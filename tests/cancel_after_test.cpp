@@ -106,9 +106,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using sclock = std::chrono::steady_clock;
-using asio::ip::tcp;
 using asio::experimental::as_tuple;
 using asio::experimental::deferred;
+using asio::ip::tcp;
 
 // A deadline "10 s away" must never be what ends a test.
 constexpr auto kFar = 10s;
@@ -165,10 +165,10 @@ run_report guarded_run(asio::io_context& ctx, sclock::duration limit = kWatchdog
   return r;
 }
 
-#define CHECK_PROMPT(report)                                                                   \
-  do {                                                                                         \
-    CHECK_FALSE((report).timed_out);                                                           \
-    CHECK((report).elapsed < kPrompt);                                                         \
+#define CHECK_PROMPT(report)                                                                       \
+  do {                                                                                             \
+    CHECK_FALSE((report).timed_out);                                                               \
+    CHECK((report).elapsed < kPrompt);                                                             \
   } while (false)
 
 // ---------------------------------------------------------------------------------------
@@ -202,12 +202,12 @@ auto record_ec(outcome& o) {
 
 // Aborted by the deadline: exactly once, operation_aborted, not before `deadline`, and well
 // before the watchdog.
-#define CHECK_ABORTED_AT(o, deadline)                                                          \
-  do {                                                                                         \
-    CHECK((o).calls == 1);                                                                     \
-    CHECK((o).ec == kAborted);                                                                 \
-    CHECK((o).at >= (deadline));                                                               \
-    CHECK((o).at - (deadline) < kPrompt);                                                      \
+#define CHECK_ABORTED_AT(o, deadline)                                                              \
+  do {                                                                                             \
+    CHECK((o).calls == 1);                                                                         \
+    CHECK((o).ec == kAborted);                                                                     \
+    CHECK((o).at >= (deadline));                                                                   \
+    CHECK((o).at - (deadline) < kPrompt);                                                          \
   } while (false)
 
 // Counts its own destructions: handlers own one to prove they were destroyed.
@@ -466,8 +466,8 @@ TEST_CASE("cancel_after, deferred: the deadline counts from the adapter, the rea
     sclock::time_point t0{};
     spawn(ctx, [&]() -> asio::awaitable<void> {
       t0 = sclock::now();
-      auto op = lb.server.async_read_some(asio::buffer(buf),
-                                          asio_wheel::cancel_after(kShort, deferred));
+      auto op =
+          lb.server.async_read_some(asio::buffer(buf), asio_wheel::cancel_after(kShort, deferred));
       auto [ec, n] = co_await std::move(op)(as_tuple(asio::use_awaitable));
       ++o.calls;
       o.ec = ec;
@@ -715,26 +715,24 @@ TEST_CASE("the handler runs on its associated executor (a strand), and keeps its
   const auto t0 = sclock::now();
   lb.server.async_read_some(
       asio::buffer(buf),
-      asio_wheel::cancel_after(kShort, asio::bind_executor(strand, [&](asio::error_code ec,
-                                                                       std::size_t) {
-                                 ++calls;
-                                 CHECK(ec == kAborted);
-                                 CHECK(sclock::now() >= t0 + kShort);
-                                 in_strand_timeout = strand.running_in_this_thread();
-                                 // Then one that completes first, on the same strand.
-                                 asio::write(lb.client, asio::buffer("x", 1));
-                                 lb.server.async_read_some(
-                                     asio::buffer(buf),
-                                     asio_wheel::cancel_after(
-                                         kFar, asio::bind_executor(
-                                                   strand, [&](asio::error_code ec2, std::size_t n) {
-                                                     ++calls;
-                                                     CHECK(ec2 == kOk);
-                                                     CHECK(n == 1);
-                                                     in_strand_success =
-                                                         strand.running_in_this_thread();
-                                                   })));
-                               })));
+      asio_wheel::cancel_after(
+          kShort, asio::bind_executor(strand, [&](asio::error_code ec, std::size_t) {
+            ++calls;
+            CHECK(ec == kAborted);
+            CHECK(sclock::now() >= t0 + kShort);
+            in_strand_timeout = strand.running_in_this_thread();
+            // Then one that completes first, on the same strand.
+            asio::write(lb.client, asio::buffer("x", 1));
+            lb.server.async_read_some(
+                asio::buffer(buf),
+                asio_wheel::cancel_after(
+                    kFar, asio::bind_executor(strand, [&](asio::error_code ec2, std::size_t n) {
+                      ++calls;
+                      CHECK(ec2 == kOk);
+                      CHECK(n == 1);
+                      in_strand_success = strand.running_in_this_thread();
+                    })));
+          })));
   const auto r = guarded_run(ctx);
   CHECK(calls == 2);
   CHECK(in_strand_timeout);
@@ -784,8 +782,8 @@ TEST_CASE("the operation is cancelled with the given type: terminal by default, 
     expected = asio::cancellation_type::partial;
     spawn(ctx, [&]() -> asio::awaitable<void> {
       try {
-        co_await op.async_run(
-            asio_wheel::cancel_after(kShort, asio::cancellation_type::partial, asio::use_awaitable));
+        co_await op.async_run(asio_wheel::cancel_after(kShort, asio::cancellation_type::partial,
+                                                       asio::use_awaitable));
       } catch (const asio::system_error& e) {
         o.ec = e.code();
       }
@@ -881,7 +879,7 @@ TEST_CASE("after the operation completes, the outer slot no longer refers to the
   CHECK(o.calls == 1);
   CHECK(o.ec == kOk);
   CHECK_PROMPT(r);
-  CHECK_FALSE(outer.slot().has_handler()); // cleared with the completion
+  CHECK_FALSE(outer.slot().has_handler());       // cleared with the completion
   outer.emit(asio::cancellation_type::terminal); // harmless
   CHECK(o.calls == 1);
 }
@@ -960,8 +958,8 @@ TEST_CASE("||: the timer wins when no data comes, never before its expiry; the r
     index = result.index();
     // The socket is usable again: the cancelled read is gone.
     asio::write(lb.client, asio::buffer("z", 1));
-    auto [ec, n] = co_await lb.server.async_read_some(asio::buffer(buf),
-                                                      as_tuple(asio::use_awaitable));
+    auto [ec, n] =
+        co_await lb.server.async_read_some(asio::buffer(buf), as_tuple(asio::use_awaitable));
     later_read = ec;
     CHECK(n == 1);
   });
@@ -1004,9 +1002,10 @@ TEST_CASE("||, #900: when the operation fails, || returns at once, without waiti
       asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kFar);
       asio::error_code ec;
       const auto t0 = sclock::now();
-      auto result = co_await (lb.server.async_read_some(
-                                  asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec)) ||
-                              timer.async_wait(asio::use_awaitable));
+      auto result =
+          co_await (lb.server.async_read_some(asio::buffer(buf),
+                                              asio::redirect_error(asio::use_awaitable, ec)) ||
+                    timer.async_wait(asio::use_awaitable));
       elapsed = sclock::now() - t0;
       index = result.index();
       ec_seen = ec;
@@ -1035,9 +1034,9 @@ TEST_CASE("||, #900: when the operation fails, || returns at once, without waiti
       std::array<char, 64> buf{};
       asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, kFar);
       const auto t0 = sclock::now();
-      auto result = co_await (
-          no_throw(lb.server.async_read_some(asio::buffer(buf), asio::use_awaitable)) ||
-          timer.async_wait(asio::use_awaitable));
+      auto result =
+          co_await (no_throw(lb.server.async_read_some(asio::buffer(buf), asio::use_awaitable)) ||
+                    timer.async_wait(asio::use_awaitable));
       elapsed = sclock::now() - t0;
       index = result.index();
       if (result.index() == 0) {
@@ -1077,7 +1076,7 @@ TEST_CASE("||, #900 pitfall: a throwing read makes || wait for the timer (Asio 1
     index = result.index();
   });
   const auto r = guarded_run(ctx);
-  CHECK(index == 1);         // "the timer won"
+  CHECK(index == 1);              // "the timer won"
   CHECK(elapsed >= kTimer - 1ms); // the eof came at once, || waited for the timer anyway
   CHECK_PROMPT(r);
 }
@@ -1169,10 +1168,10 @@ TEST_CASE("the io_context destroyed with a cancel_after operation pending: the h
       loopback lb(ctx);
       auto sock = std::make_shared<tcp::socket>(std::move(lb.server));
       auto buf = std::make_shared<std::array<char, 64>>();
-      sock->async_read_some(asio::buffer(*buf),
-                            asio_wheel::cancel_after(
-                                1ms, [sock, buf, guard = std::make_shared<life_token>(destroyed),
-                                      &called](asio::error_code, std::size_t) { ++called; }));
+      sock->async_read_some(
+          asio::buffer(*buf),
+          asio_wheel::cancel_after(1ms, [sock, buf, guard = std::make_shared<life_token>(destroyed),
+                                         &called](asio::error_code, std::size_t) { ++called; }));
       std::this_thread::sleep_for(10ms);
     }
     CHECK(destroyed == 1);
@@ -1202,10 +1201,8 @@ TEST_CASE("the io_context destroyed with a cancel_after operation pending: the h
     {
       asio::io_context ctx;
       manual_op op(ctx);
-      op.async_run(asio_wheel::cancel_after(
-          kFar, [guard = std::make_shared<life_token>(destroyed), &called](asio::error_code) {
-            ++called;
-          }));
+      op.async_run(asio_wheel::cancel_after(kFar, [guard = std::make_shared<life_token>(destroyed),
+                                                   &called](asio::error_code) { ++called; }));
       ctx.poll();
     } // op (declared after ctx) goes first, destroying the handler, then the context
     CHECK(destroyed == 1);

@@ -74,7 +74,7 @@ namespace {
 using namespace std::chrono_literals;
 using sclock = std::chrono::steady_clock;
 
-constexpr auto kPrompt = 5s;     // generous: TSan slows everything down
+constexpr auto kPrompt = 5s; // generous: TSan slows everything down
 constexpr auto kWatchdog = 20s;
 
 const asio::error_code kOk{};
@@ -301,7 +301,8 @@ TEST_CASE("heartbeat: touch() from another thread keeps the peers quiet; silence
     });
   };
   for (int i = 0; i < kPeers; ++i)
-    peers.push_back(std::make_unique<hb>(ctx, hb::options{.ping_after = kPing, .drop_after = kDrop}));
+    peers.push_back(
+        std::make_unique<hb>(ctx, hb::options{.ping_after = kPing, .drop_after = kDrop}));
   for (int i = 0; i < kPeers; ++i)
     next(i);
   toucher<hb> t(peers, 5ms, 60); // 300 ms of input

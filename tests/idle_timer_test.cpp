@@ -146,10 +146,10 @@ run_report guarded_run(asio::io_context& ctx, sclock::duration limit = kWatchdog
   return r;
 }
 
-#define CHECK_PROMPT(report)                                                                   \
-  do {                                                                                         \
-    CHECK_FALSE((report).timed_out);                                                           \
-    CHECK((report).elapsed < kPrompt);                                                         \
+#define CHECK_PROMPT(report)                                                                       \
+  do {                                                                                             \
+    CHECK_FALSE((report).timed_out);                                                               \
+    CHECK((report).elapsed < kPrompt);                                                             \
   } while (false)
 
 struct outcome {
@@ -167,18 +167,18 @@ auto record(outcome& o) {
 }
 
 // Completed with success, exactly once, not before `not_before`, and not absurdly late.
-#define CHECK_IDLE_AT(o, not_before)                                                           \
-  do {                                                                                         \
-    CHECK((o).calls == 1);                                                                     \
-    CHECK((o).ec == kOk);                                                                      \
-    CHECK((o).at >= (not_before));                                                             \
-    CHECK((o).at - (not_before) < kPrompt);                                                    \
+#define CHECK_IDLE_AT(o, not_before)                                                               \
+  do {                                                                                             \
+    CHECK((o).calls == 1);                                                                         \
+    CHECK((o).ec == kOk);                                                                          \
+    CHECK((o).at >= (not_before));                                                                 \
+    CHECK((o).at - (not_before) < kPrompt);                                                        \
   } while (false)
 
-#define CHECK_ABORTED(o)                                                                       \
-  do {                                                                                         \
-    CHECK((o).calls == 1);                                                                     \
-    CHECK((o).ec == kAborted);                                                                 \
+#define CHECK_ABORTED(o)                                                                           \
+  do {                                                                                             \
+    CHECK((o).calls == 1);                                                                         \
+    CHECK((o).ec == kAborted);                                                                     \
   } while (false)
 
 template <class F>
@@ -700,8 +700,8 @@ public:
   asio::error_code error;
 
   int count(hb_event ev) const {
-    return static_cast<int>(
-        std::count_if(events.begin(), events.end(), [ev](const hb_record& r) { return r.ev == ev; }));
+    return static_cast<int>(std::count_if(events.begin(), events.end(),
+                                          [ev](const hb_record& r) { return r.ev == ev; }));
   }
 
 private:
@@ -825,12 +825,13 @@ TEST_CASE("heartbeat: invalid options throw std::invalid_argument") {
                   std::invalid_argument);
   CHECK_THROWS_AS(asio_wheel::heartbeat(ctx, opts{.ping_after = 2s, .drop_after = 1s}),
                   std::invalid_argument);
-  CHECK_THROWS_AS(asio_wheel::heartbeat(ctx.get_executor(), opts{.ping_after = 1s, .drop_after = 0s}),
-                  std::invalid_argument);
-  CHECK_NOTHROW(asio_wheel::heartbeat(ctx, opts{.ping_after = sclock::duration(1),
-                                                .drop_after = sclock::duration(2)}));
-  CHECK_NOTHROW(asio_wheel::heartbeat(ctx.get_executor(),
-                                      opts{.ping_after = 1s, .drop_after = sclock::duration::max()}));
+  CHECK_THROWS_AS(
+      asio_wheel::heartbeat(ctx.get_executor(), opts{.ping_after = 1s, .drop_after = 0s}),
+      std::invalid_argument);
+  CHECK_NOTHROW(asio_wheel::heartbeat(
+      ctx, opts{.ping_after = sclock::duration(1), .drop_after = sclock::duration(2)}));
+  CHECK_NOTHROW(asio_wheel::heartbeat(
+      ctx.get_executor(), opts{.ping_after = 1s, .drop_after = sclock::duration::max()}));
 }
 
 TEST_CASE("heartbeat: cancel(), per-operation cancellation and destruction abort async_next") {

@@ -230,7 +230,7 @@ struct ms_clock {
   using rep = duration::rep;
   using period = duration::period;
   using time_point = std::chrono::time_point<ms_clock>;
-  static constexpr bool is_steady = true;
+  [[maybe_unused]] static constexpr bool is_steady = true;
   static time_point now() noexcept {
     return time_point(std::chrono::duration_cast<duration>(sclock::now().time_since_epoch()));
   }

@@ -61,8 +61,8 @@ struct timer_access {
  * @e Shared @e objects: Unsafe.
  *
  * @par Differences from asio::basic_waitable_timer
- * Per-operation cancellation keeps working after the timer is moved. The execution
- * context must be an asio::io_context or an asio::thread_pool.
+ * Per-operation cancellation keeps working after the timer is moved. Waits that expire
+ * together complete from one handler (see README, "Differences from asio::steady_timer").
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
@@ -100,9 +100,6 @@ public:
    *
    * @param ex The I/O executor that the timer will use, by default, to dispatch handlers
    * for any asynchronous operations performed on the timer.
-   *
-   * @throws std::invalid_argument if the executor's context is neither an asio::io_context
-   * nor an asio::thread_pool.
    */
   explicit basic_wheel_timer(const executor_type& ex)
       : service_(&asio::use_service<service_type>(asio::query(ex, asio::execution::context))),

@@ -138,8 +138,10 @@ public:
   // Starts the deadline, and forwards cancellation from the user's own slot, if connected.
   void start(const typename Clock::time_point& deadline, asio::cancellation_slot outer) {
     if (outer.is_connected()) {
+      // The forwarder owns a reference: it lives in the user's signal, which this state
+      // never touches again (the signal may be gone before the operation completes).
+      refs_.fetch_add(1, std::memory_order_relaxed);
       outer.template emplace<forward_handler>(this);
-      outer_ = outer;
     }
     timer_.expires_at(deadline);
     timer_.async_wait(deadline_handler(this));
@@ -147,12 +149,11 @@ public:
 
   asio::cancellation_slot slot() noexcept { return signal_.slot(); }
 
-  // The operation completed (or its handler was destroyed): the deadline is moot, and the
-  // user's slot must not call into this state any more.
+  // The operation completed (or its handler was destroyed): the deadline is moot. Cancelling
+  // also clears the timer's pending-wait flag, so the timer's destructor, which may run
+  // late (from the forwarder), never needs the service again.
   void finish() {
     finished_.store(true, std::memory_order_release);
-    if (outer_.is_connected())
-      outer_.clear();
     timer_.cancel();
     release();
   }
@@ -160,9 +161,21 @@ public:
 private:
   cancel_at_state(const Executor& ex, asio::cancellation_type_t type) : timer_(ex), type_(type) {}
 
-  struct forward_handler {
-    cancel_at_state* self;
-    void operator()(asio::cancellation_type_t type) const { self->signal_.emit(type); }
+  // Emplaced in the user's own slot; owns one reference.
+  class forward_handler {
+  public:
+    explicit forward_handler(cancel_at_state* self) noexcept : self_(self) {}
+    forward_handler(const forward_handler&) = delete;
+    forward_handler& operator=(const forward_handler&) = delete;
+    ~forward_handler() { self_->release(); }
+
+    void operator()(asio::cancellation_type_t type) const {
+      if (!self_->finished_.load(std::memory_order_acquire))
+        self_->signal_.emit(type);
+    }
+
+  private:
+    cancel_at_state* self_;
   };
 
   // Owns one reference: released when called, or when destroyed uncalled (shutdown).
@@ -198,9 +211,9 @@ private:
 
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   asio::cancellation_signal signal_;
-  asio::cancellation_slot outer_;
   asio::cancellation_type_t type_;
-  // One for the operation's handler, one for the deadline's wait.
+  // One for the operation's handler, one for the deadline's wait, one for the forwarder in
+  // the user's slot if there is one.
   std::atomic<int> refs_{2};
   // Set once the operation's handler has been called (or destroyed).
   std::atomic<bool> finished_{false};

@@ -19,6 +19,7 @@
 #include <asio/is_executor.hpp>
 #include <asio/prefer.hpp>
 
+#include <atomic>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -28,11 +29,13 @@ namespace asio_wheel::detail {
 struct timer_entry;
 class wait_op;
 
-// The part of a per-operation cancellation handler that the service clears when the wait
-// completes by other means. Lives in the user's cancellation_signal; guarded by the
-// service's mutex.
+// The link between a pending wait and the handler emplaced in its cancellation slot. The
+// handler lives in the user's cancellation_signal, which may be destroyed before the wait
+// completes, so the link is cut from whichever side goes first: by the service when the
+// wait leaves its timer, by the handler's destructor otherwise. Written under the service's
+// lock; atomic so that a handler can see without the lock that it has nothing left to do.
 struct cancellation_target {
-  wait_op* op_ = nullptr;
+  std::atomic<wait_op*> op_{nullptr};
 };
 
 // A pending async_wait, type-erased. Owned by the service from initiation until it
@@ -49,9 +52,8 @@ public:
   wait_op* prev_ = nullptr;
   // The timer this wait is pending on; nullptr once it is ready to complete.
   timer_entry* owner_ = nullptr;
-  // The handler emplaced in the associated cancellation slot, or nullptr if none. Cleared
-  // (under the service lock) as soon as the wait leaves its timer, so that a later emit()
-  // finds nothing to cancel.
+  // The handler emplaced in the associated cancellation slot while linked to this wait, or
+  // nullptr (see cancellation_target).
   cancellation_target* cancellation_ = nullptr;
   bool aborted_ = false;
 

@@ -160,7 +160,7 @@ public:
       start(io_ex);
     op->cancellation_ = cancellation;
     if (cancellation != nullptr)
-      cancellation->op_ = op;
+      cancellation->op_.store(op, std::memory_order_relaxed);
 
     if (entry.head_ != nullptr) {
       // Already in the wheel for the same expiry: join its waits.
@@ -237,10 +237,20 @@ private:
   class op_cancellation : public cancellation_target {
   public:
     explicit op_cancellation(wheel_service* service) noexcept : service_(service) {}
+    op_cancellation(const op_cancellation&) = delete;
+    op_cancellation& operator=(const op_cancellation&) = delete;
+
+    // The signal is being destroyed, or its slot re-used, while the wait may be pending.
+    // A null link means the wait is gone, and perhaps the service with it: hands off.
+    ~op_cancellation() {
+      if (op_.load(std::memory_order_acquire) != nullptr)
+        service_->unlink_cancellation(*this);
+    }
 
     void operator()(asio::cancellation_type_t type) {
       using ct = asio::cancellation_type;
-      if (!!(type & (ct::terminal | ct::partial | ct::total)))
+      if (!!(type & (ct::terminal | ct::partial | ct::total)) &&
+          op_.load(std::memory_order_acquire) != nullptr)
         service_->cancel_by_slot(*this);
     }
 
@@ -433,10 +443,7 @@ private:
   void make_ready(wait_op* op, bool aborted) {
     op->owner_ = nullptr;
     op->aborted_ = aborted;
-    if (op->cancellation_ != nullptr) {
-      op->cancellation_->op_ = nullptr;
-      op->cancellation_ = nullptr;
-    }
+    unlink_cancellation(op);
     op->next_ = nullptr;
     if (ready_tail_ != nullptr)
       ready_tail_->next_ = op;
@@ -461,8 +468,24 @@ private:
 
   void cancel_by_slot(op_cancellation& cancellation) {
     std::lock_guard lock(mutex_);
-    if (cancellation.op_ != nullptr)
-      detach(cancellation.op_, true);
+    if (wait_op* op = cancellation.op_.load(std::memory_order_relaxed))
+      detach(op, true);
+  }
+
+  void unlink_cancellation(op_cancellation& cancellation) {
+    std::lock_guard lock(mutex_);
+    if (wait_op* op = cancellation.op_.load(std::memory_order_relaxed)) {
+      op->cancellation_ = nullptr;
+      cancellation.op_.store(nullptr, std::memory_order_relaxed);
+    }
+  }
+
+  // The wait leaves its timer: cut its link to the slot handler (see cancellation_target).
+  static void unlink_cancellation(wait_op* op) noexcept {
+    if (op->cancellation_ != nullptr) {
+      op->cancellation_->op_.store(nullptr, std::memory_order_release);
+      op->cancellation_ = nullptr;
+    }
   }
 
   // --- Completion handlers, on the context. ---
@@ -485,10 +508,7 @@ private:
       auto& entry = static_cast<timer_entry&>(node);
       for (wait_op* op = entry.head_; op != nullptr; op = op->next_) {
         op->owner_ = nullptr;
-        if (op->cancellation_ != nullptr) {
-          op->cancellation_->op_ = nullptr;
-          op->cancellation_ = nullptr;
-        }
+        unlink_cancellation(op);
       }
       *tail = entry.head_;
       tail = &entry.tail_->next_;
