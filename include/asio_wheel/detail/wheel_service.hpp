@@ -200,12 +200,13 @@ public:
     std::lock_guard lock(mutex_);
     if (entry.head_ == nullptr)
       return;
-    wheel_->remove(entry);
     const tick_type deadline = to_tick_ceil(expiry);
     if (deadline <= wheel_->now()) {
+      // Through detach_all while still linked, so that an emptied wheel disarms the driver.
       detach_all(entry, false);
       return;
     }
+    wheel_->remove(entry);
     wheel_->insert(entry, deadline);
     arm_if_earlier(deadline);
   }
@@ -286,6 +287,8 @@ private:
   template <typename Executor>
   void start(const Executor& io_ex) {
     home_ = context_executor(io_ex);
+    if (const auto* io = target_if<asio::io_context::executor_type>(home_))
+      home_context_ = &io->context();
     driver_.emplace(home_);
   }
 
@@ -549,7 +552,11 @@ private:
           self->requeue_front(rest);
       }
     } guard{this, list};
-    while (list != nullptr) {
+    for (bool first = true; list != nullptr; first = false) {
+      // io_context::stop() from a handler of the batch: run() must return after that
+      // handler, as it would with one scheduler operation per handler. The rest waits.
+      if (!first && home_context_ != nullptr && home_context_->stopped())
+        return;
       wait_op* op = list;
       list = op->next_;
       op->complete(true);
@@ -575,6 +582,8 @@ private:
   mutable futex_mutex mutex_;
   // The executor the driver and drain handlers run on: the context's own. Set by start().
   asio::any_io_executor home_;
+  // The io_context behind home_, if it is one: its stop() interrupts a batch.
+  asio::io_context* home_context_ = nullptr;
   // Tick length and the instant of tick 0. The wheel counts ticks since origin_.
   duration tick_{};
   time_point origin_{};
