@@ -9,8 +9,7 @@
 #ifndef ASIO_WHEEL_HEARTBEAT_HPP
 #define ASIO_WHEEL_HEARTBEAT_HPP
 
-#include <asio_wheel/basic_wheel_timer.hpp>
-#include <asio_wheel/detail/activity_stamp.hpp>
+#include <asio_wheel/detail/activity_timer.hpp>
 
 #include <asio/async_result.hpp>
 #include <asio/cancellation_state.hpp>
@@ -53,14 +52,14 @@ namespace asio_wheel {
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
-class basic_heartbeat {
-  using timer_type = basic_wheel_timer<Clock, WaitTraits, Executor>;
+class basic_heartbeat : public detail::activity_timer<Clock, WaitTraits, Executor> {
+  using base = detail::activity_timer<Clock, WaitTraits, Executor>;
 
 public:
-  using executor_type = Executor;
+  using typename base::duration;
+  using typename base::executor_type;
+  using typename base::time_point;
   using clock_type = Clock;
-  using duration = typename Clock::duration;
-  using time_point = typename Clock::time_point;
 
   /// What async_next() reports.
   enum class event {
@@ -79,7 +78,7 @@ public:
    * @throws std::invalid_argument unless 0 < ping_after < drop_after.
    */
   basic_heartbeat(const executor_type& ex, const options& opts)
-      : timer_(ex), options_(checked(opts)) {}
+      : base(ex), options_(checked(opts)) {}
 
   /// Constructor. Construction counts as input.
   template <typename ExecutionContext>
@@ -87,19 +86,9 @@ public:
       ExecutionContext& context, const options& opts,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : timer_(context), options_(checked(opts)) {}
-
-  executor_type get_executor() noexcept { return timer_.get_executor(); }
-
-  /// Marks input now: one clock read and one relaxed store.
-  void touch() noexcept { activity_.mark(); }
-
-  time_point last_activity() const noexcept { return activity_.last(); }
+      : base(context), options_(checked(opts)) {}
 
   const options& get_options() const noexcept { return options_; }
-
-  /// Cancels the pending async_next(), which completes with operation_aborted.
-  std::size_t cancel() { return timer_.cancel(); }
 
   /// Waits for the next ping or drop.
   /**
@@ -113,7 +102,7 @@ public:
   template <typename Token = asio::default_completion_token_t<executor_type>>
   auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
     return asio::async_compose<Token, void(asio::error_code, event)>(next_op{this}, token,
-                                                                      timer_);
+                                                                      this->timer_);
   }
 
 private:
@@ -162,8 +151,6 @@ private:
     }
   };
 
-  timer_type timer_;
-  detail::activity_stamp<Clock> activity_;
   options options_;
   // The activity mark the last ping was reported for: one ping per quiet spell.
   time_point pinged_for_{time_point::min()};

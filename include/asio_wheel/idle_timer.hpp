@@ -9,8 +9,7 @@
 #ifndef ASIO_WHEEL_IDLE_TIMER_HPP
 #define ASIO_WHEEL_IDLE_TIMER_HPP
 
-#include <asio_wheel/basic_wheel_timer.hpp>
-#include <asio_wheel/detail/activity_stamp.hpp>
+#include <asio_wheel/detail/activity_timer.hpp>
 
 #include <asio/async_result.hpp>
 #include <asio/cancellation_state.hpp>
@@ -50,25 +49,21 @@ namespace asio_wheel {
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
-class basic_idle_timer {
-  using timer_type = basic_wheel_timer<Clock, WaitTraits, Executor>;
+class basic_idle_timer : public detail::activity_timer<Clock, WaitTraits, Executor> {
+  using base = detail::activity_timer<Clock, WaitTraits, Executor>;
 
 public:
-  /// The type of the executor associated with the object.
-  using executor_type = Executor;
-  /// The clock type.
+  using typename base::duration;
+  using typename base::executor_type;
+  using typename base::time_point;
   using clock_type = Clock;
-  /// The duration type of the clock.
-  using duration = typename Clock::duration;
-  /// The time point type of the clock.
-  using time_point = typename Clock::time_point;
 
   /// Constructor. Construction counts as activity.
   /**
    * @throws std::invalid_argument if @c timeout is not positive.
    */
   basic_idle_timer(const executor_type& ex, const duration& timeout)
-      : timer_(ex), timeout_(checked(timeout)) {}
+      : base(ex), timeout_(checked(timeout)) {}
 
   /// Constructor. Construction counts as activity.
   template <typename ExecutionContext>
@@ -76,17 +71,7 @@ public:
       ExecutionContext& context, const duration& timeout,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : timer_(context), timeout_(checked(timeout)) {}
-
-  /// Get the executor associated with the object.
-  executor_type get_executor() noexcept { return timer_.get_executor(); }
-
-  /// Marks activity now. O(1): one clock read and one relaxed store; no wheel
-  /// operation, no lock, no allocation, no handler.
-  void touch() noexcept { activity_.mark(); }
-
-  /// The time of the last activity, as marked (never before the true time).
-  time_point last_activity() const noexcept { return activity_.last(); }
+      : base(context), timeout_(checked(timeout)) {}
 
   /// The idle timeout.
   duration timeout() const noexcept { return timeout_; }
@@ -97,14 +82,8 @@ public:
    */
   void set_timeout(const duration& timeout) {
     timeout_ = checked(timeout);
-    detail::timer_access::retarget(timer_, activity_.after(timeout_));
+    detail::timer_access::retarget(this->timer_, this->activity_.after(timeout_));
   }
-
-  /// Cancels the pending wait, which completes with asio::error::operation_aborted.
-  /**
-   * @return The number of waits cancelled.
-   */
-  std::size_t cancel() { return timer_.cancel(); }
 
   /// Waits until the connection has been idle for the timeout.
   /**
@@ -118,8 +97,8 @@ public:
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_compose<WaitToken, void(asio::error_code)>(wait_op{this},
-                                                                   token, timer_);
+    return asio::async_compose<WaitToken, void(asio::error_code)>(wait_op{this}, token,
+                                                                   this->timer_);
   }
 
 private:
@@ -157,8 +136,6 @@ private:
     }
   };
 
-  timer_type timer_;
-  detail::activity_stamp<Clock> activity_;
   duration timeout_;
 };
 
