@@ -51,6 +51,11 @@
 // already in the past is treated as due at the current tick and expires on the next
 // advance(), after entries already due at that tick.
 //
+// Bounded cascades. Re-filing a slot is O(its entries), and an upper slot can hold a large
+// share of all entries. With set_cascade_limit(n), advance() moves at most n entries per
+// call and returns false with the slot partly re-filed; the next call finishes that slot
+// before anything else, so the order of expiries is the same as without a limit.
+//
 // Complexity: insert O(1), remove O(1), next_expiry O(levels), advance O(cascaded entries +
 // expired entries + levels per slot visited). Memory: the wheel owns 11 * 64 slot heads
 // (5.5 KiB) and 11 bitmaps; entries are intrusive (wheel_node, 32 bytes, owned by the
@@ -127,14 +132,22 @@ public:
   // Unlinks `node` from the wheel. Precondition: the node is linked in this wheel.
   void remove(wheel_node& node) noexcept {
     assert(node.is_linked());
+    const unsigned slot = node.slot_;
     unlink(node);
     --size_;
+    if (slot == partial_ && heads_[slot] == nullptr)
+      partial_ = no_slot;
   }
+
+  // At most `limit` entries re-filed per advance() call (default: no limit).
+  void set_cascade_limit(std::size_t limit) noexcept { cascade_limit_ = limit == 0 ? 1 : limit; }
 
   // The tick at which advance() next has work to do: the exact deadline when the earliest
   // entry is on level 0, else the first tick of the upper-level slot that must be re-filed.
   // Never later than the earliest deadline. Empty when the wheel is empty.
   std::optional<tick_type> next_expiry() const noexcept {
+    if (partial_ != no_slot)
+      return elapsed_; // a slot is being re-filed: due now
     for (unsigned level = 0; level < num_levels; ++level) {
       if (occupied_[level] != 0)
         return slot_start(level, static_cast<unsigned>(std::countr_zero(occupied_[level])));
@@ -152,7 +165,14 @@ public:
   bool advance(tick_type now, std::size_t budget, OnExpire&& on_expire) {
     if (now < elapsed_)
       now = elapsed_;
+    std::size_t moves = cascade_limit_;
     for (;;) {
+      if (partial_ != no_slot) {
+        // Finish re-filing first: its entries may be due before anything re-filed so far.
+        if (!cascade(partial_, moves))
+          return false;
+        continue;
+      }
       unsigned level = 0;
       while (level < num_levels && occupied_[level] == 0)
         ++level;
@@ -171,8 +191,8 @@ public:
         wheel_node& node = *heads_[index];
         remove(node);
         on_expire(node);
-      } else {
-        cascade(level * slots_per_level + index);
+      } else if (!cascade(level * slots_per_level + index, moves)) {
+        return false;
       }
     }
     elapsed_ = now;
@@ -183,6 +203,7 @@ public:
   // no particular order and without cascading: O(entries + occupied slots). For teardown.
   template <typename OnRemove>
   void clear(OnRemove&& on_remove) {
+    partial_ = no_slot;
     for (unsigned level = 0; level < num_levels; ++level) {
       while (occupied_[level] != 0) {
         const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
@@ -206,7 +227,8 @@ public:
           fail("occupancy bit disagrees with slot list", level, index);
         if (head == nullptr)
           continue;
-        if (level == 0 ? index < digit : index <= digit)
+        const bool being_refiled = slot == partial_ && index == digit;
+        if (level == 0 ? index < digit : (index <= digit && !being_refiled))
           fail("occupied slot is behind the current time", level, index);
         const tick_type start = slot_start(level, index);
         const wheel_node* node = head;
@@ -229,6 +251,8 @@ public:
         } while (node != head);
       }
     }
+    if (partial_ != no_slot && (partial_ < slots_per_level || heads_[partial_] == nullptr))
+      throw std::logic_error("timing_wheel: the slot being re-filed is not an occupied upper slot");
     if (count != size_)
       throw std::logic_error("timing_wheel: size " + std::to_string(size_) + " but " +
                              std::to_string(count) + " nodes linked");
@@ -285,22 +309,24 @@ private:
     node.next_ = node.prev_ = nullptr;
   }
 
-  // Re-files every entry of an upper-level slot that has come due, in list order so that
-  // entries of one tick keep their first in, first out order on the lower levels.
-  void cascade(unsigned slot) noexcept {
-    wheel_node* node = heads_[slot];
-    wheel_node* const tail = node->prev_;
-    heads_[slot] = nullptr;
-    occupied_[slot / slots_per_level] &= ~(tick_type{1} << (slot % slots_per_level));
-    for (;;) {
-      wheel_node* const next = node->next_;
-      const bool last = node == tail;
+  // Re-files the entries of an upper-level slot that has come due, in list order so that
+  // entries of one tick keep their first in, first out order on the lower levels. Moves at
+  // most `moves` entries (counted down); returns false, with the slot recorded as partial_,
+  // if some are left.
+  bool cascade(unsigned slot, std::size_t& moves) noexcept {
+    partial_ = no_slot;
+    while (heads_[slot] != nullptr) {
+      if (moves == 0) {
+        partial_ = slot;
+        return false;
+      }
+      --moves;
+      wheel_node& node = *heads_[slot];
+      unlink(node);
       // Every deadline in a due upper slot is >= elapsed_, so it lands on a lower level.
-      link(*node, node->deadline_);
-      if (last)
-        break;
-      node = next;
+      link(node, node.deadline_);
     }
+    return true;
   }
 
   [[noreturn]] static void fail(const char* what, unsigned level, unsigned index) {
@@ -308,6 +334,13 @@ private:
                            std::to_string(level) + ", slot " + std::to_string(index) + ")");
   }
 
+  static constexpr unsigned no_slot = num_levels * slots_per_level;
+
+  // Entries re-filed per advance() at most.
+  std::size_t cascade_limit_ = unlimited;
+  // The upper slot whose re-filing a cascade limit interrupted, or no_slot. While set,
+  // elapsed_ is its first tick, and it is the one occupied slot at its level's current digit.
+  unsigned partial_ = no_slot;
   // Current time. Invariant: every linked entry is placed relative to it by the XOR rule.
   tick_type elapsed_;
   // Number of linked entries.

@@ -89,8 +89,10 @@ public:
 
   // Longest tick accepted by set_tick(); beyond it a wheel is the wrong tool.
   static constexpr std::chrono::seconds max_tick{60};
-  // Expiries handled per driver turn before other handlers of the context get a turn.
+  // Expiries handled, and entries re-filed, per driver turn before other handlers of the
+  // context get a turn: one upper slot can hold a large share of a million timers.
   static constexpr std::size_t expiry_budget = 4096;
+  static constexpr std::size_t cascade_budget = 16384;
 
   explicit wheel_service(asio::execution_context& context)
       : asio::execution_context::service(context) {
@@ -356,6 +358,7 @@ private:
     tick_ = tick;
     origin_ = Clock::now();
     wheel_.emplace(0);
+    wheel_->set_cascade_limit(cascade_budget);
     const auto span = static_cast<std::uint64_t>(time_point::max().time_since_epoch().count()) -
                       static_cast<std::uint64_t>(origin_.time_since_epoch().count());
     max_tick_ = span / static_cast<std::uint64_t>(tick_.count());
