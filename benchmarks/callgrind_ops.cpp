@@ -28,9 +28,10 @@
 //                 connection's read, the asio-wheel way
 //
 // Timers not yet due are armed 60..600 s ahead (uniformly random, fixed seed), so nothing
-// fires during arm, cancel, reset or touch, however slowly valgrind runs them; for fire they were armed 1..100 ms ahead and the program
-// sleeps (outside the measured region) until all are due. Every handler count is checked;
-// the program exits non-zero if one is off. Prints "<impl> <op> K=<K> ok".
+// fires during arm, cancel, reset or touch, however slowly valgrind runs them; for fire they were
+// armed 1..100 ms ahead and the program sleeps (outside the measured region) until all are due.
+// Every handler count is checked; the program exits non-zero if one is off. Prints "<impl> <op>
+// K=<K> ok".
 
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
@@ -92,7 +93,8 @@ struct rng {
 
 // The only function whose instructions are collected (callgrind --toggle-collect). Not
 // inlined, with C linkage so that its name needs no demangling.
-extern "C" __attribute__((noinline)) void callgrind_measured_region(const std::function<void()>* body) {
+extern "C" __attribute__((noinline)) void
+callgrind_measured_region(const std::function<void()>* body) {
   (*body)();
 }
 
@@ -153,7 +155,8 @@ int run_timer_op(const std::string& op, std::size_t k) {
     body = [&] { ctx.run(); };
     expect.ok = k;
   } else {
-    std::fprintf(stderr, "callgrind_ops: op '%s' is not one of arm, cancel, reset, fire\n", op.c_str());
+    std::fprintf(stderr, "callgrind_ops: op '%s' is not one of arm, cancel, reset, fire\n",
+                 op.c_str());
     return 2;
   }
 
@@ -206,7 +209,8 @@ int run_idle_op(const std::string& op, std::size_t k) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: callgrind_ops steady|wheel|idle arm|cancel|reset|fire|touch [K]\n");
+    std::fprintf(stderr,
+                 "usage: callgrind_ops steady|wheel|idle arm|cancel|reset|fire|touch [K]\n");
     return 2;
   }
   const std::string impl = argv[1];
@@ -224,7 +228,8 @@ int main(int argc, char** argv) {
   else if (impl == "idle")
     rc = run_idle_op(op, k);
   else
-    std::fprintf(stderr, "callgrind_ops: impl '%s' is not one of steady, wheel, idle\n", impl.c_str());
+    std::fprintf(stderr, "callgrind_ops: impl '%s' is not one of steady, wheel, idle\n",
+                 impl.c_str());
   if (rc == 0)
     std::printf("%s %s K=%zu ok\n", impl.c_str(), op.c_str(), k);
   return rc;

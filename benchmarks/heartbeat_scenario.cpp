@@ -124,7 +124,8 @@ struct config {
 config cfg;
 
 [[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr, "heartbeat_scenario: %s (see the header of benchmarks/heartbeat_scenario.cpp)\n",
+  std::fprintf(stderr,
+               "heartbeat_scenario: %s (see the header of benchmarks/heartbeat_scenario.cpp)\n",
                what.c_str());
   std::exit(2);
 }
@@ -195,13 +196,14 @@ void parse_args(int argc, char** argv) {
     } else if (a == "--child-out") {
       cfg.child_out = value();
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: heartbeat_scenario [--impl wheel|steady|both] [--connections N] "
-                  "[--idle S] [--ping S]\n"
-                  "         [--seconds S] [--ramp S] [--round-ms MS] [--touch-fraction F] "
-                  "[--silent-fraction F] [--quiet S]\n"
-                  "         [--repeat K] [--seed S] [--json FILE] [--cdf FILE] [--no-progress] [--smoke]\n"
-                  "       heartbeat_scenario --precision [--impl ...] [--timers N] [--spread S] "
-                  "[--json FILE] [--cdf FILE]\n");
+      std::printf(
+          "usage: heartbeat_scenario [--impl wheel|steady|both] [--connections N] "
+          "[--idle S] [--ping S]\n"
+          "         [--seconds S] [--ramp S] [--round-ms MS] [--touch-fraction F] "
+          "[--silent-fraction F] [--quiet S]\n"
+          "         [--repeat K] [--seed S] [--json FILE] [--cdf FILE] [--no-progress] [--smoke]\n"
+          "       heartbeat_scenario --precision [--impl ...] [--timers N] [--spread S] "
+          "[--json FILE] [--cdf FILE]\n");
       std::exit(0);
     } else {
       usage_error("unknown argument '" + a + "'");
@@ -220,7 +222,9 @@ clock_type::duration to_clock(D d) {
   return std::chrono::duration_cast<clock_type::duration>(d);
 }
 
-clock_type::duration secs(double s) { return to_clock(std::chrono::duration<double>(s)); }
+clock_type::duration secs(double s) {
+  return to_clock(std::chrono::duration<double>(s));
+}
 
 // ---------------------------------------------------------------------------------------
 // Process measurements.
@@ -564,14 +568,16 @@ metrics run_scenario() {
   const std::size_t n = cfg.connections;
   const auto round = to_clock(std::chrono::duration<double, std::milli>(cfg.round_ms));
   const auto rounds = static_cast<std::uint32_t>(std::llround(cfg.seconds * 1000 / cfg.round_ms));
-  const auto ramp_rounds = static_cast<std::uint32_t>(std::llround(cfg.ramp_s * 1000 / cfg.round_ms));
+  const auto ramp_rounds =
+      static_cast<std::uint32_t>(std::llround(cfg.ramp_s * 1000 / cfg.round_ms));
   // Silent connections stop hearing from their peer at a random round, from their opening
   // to `window_end`, so that most of their pings come due inside the run.
   const double margin_s = std::min(1.0, 0.1 * cfg.seconds);
   const auto window_end = static_cast<std::uint32_t>(
       std::max(0.0, cfg.seconds - cfg.ping_s - margin_s) * 1000 / cfg.round_ms);
 
-  stats.lateness_ns.reserve(static_cast<std::size_t>(static_cast<double>(n) * (cfg.silent_fraction + 0.02)) + 1024);
+  stats.lateness_ns.reserve(
+      static_cast<std::size_t>(static_cast<double>(n) * (cfg.silent_fraction + 0.02)) + 1024);
   stats.round_lag_ns.reserve(rounds + 1);
   progress_line progress;
   const char* name = Impl::name;
@@ -624,8 +630,8 @@ metrics run_scenario() {
     }
     stats.round_lag_ns.push_back((now - (run_start + r * round)).count());
     if (conns.size() < n) {
-      const auto target = static_cast<std::size_t>(
-          static_cast<uint128>(n) * (r + 1ULL) / std::max<std::uint32_t>(ramp_rounds, 1));
+      const auto target = static_cast<std::size_t>(static_cast<uint128>(n) * (r + 1ULL) /
+                                                   std::max<std::uint32_t>(ramp_rounds, 1));
       open_time += open_up_to(std::min(n, target), r);
     }
     const std::size_t open = conns.size();
@@ -639,11 +645,13 @@ metrics run_scenario() {
       ++stats.touches;
     }
     ++r;
-    progress.update(false, "[%s] run %5.1f / %.0f s  open %.2fM  reads %.2fM  aborted %.2fM  pings %" PRIu64
-                           "  drops %" PRIu64,
-                    name, std::chrono::duration<double>(now - run_start).count(), cfg.seconds,
-                    static_cast<double>(open) / 1e6, static_cast<double>(stats.touches) / 1e6,
-                    static_cast<double>(stats.aborted) / 1e6, stats.pings, stats.drops);
+    progress.update(
+        false,
+        "[%s] run %5.1f / %.0f s  open %.2fM  reads %.2fM  aborted %.2fM  pings %" PRIu64
+        "  drops %" PRIu64,
+        name, std::chrono::duration<double>(now - run_start).count(), cfg.seconds,
+        static_cast<double>(open) / 1e6, static_cast<double>(stats.touches) / 1e6,
+        static_cast<double>(stats.aborted) / 1e6, stats.pings, stats.drops);
     pacer.expires_at(run_start + r * round);
     pacer.async_wait(on_round);
   };
@@ -741,7 +749,8 @@ precision_result run_precision(const char* name, Setup setup) {
   std::vector<clock_type::duration> offsets(cfg.timers);
   const auto lead = to_clock(50ms);
   for (auto& o : offsets)
-    o = lead + to_clock(std::chrono::duration<double>(static_cast<double>(r.next() >> 11) * 0x1.0p-53 * cfg.spread_s));
+    o = lead + to_clock(std::chrono::duration<double>(static_cast<double>(r.next() >> 11) *
+                                                      0x1.0p-53 * cfg.spread_s));
   precision_result res;
   res.lateness_ns.reserve(cfg.timers);
   const usage u0 = usage::now();
@@ -752,7 +761,8 @@ precision_result run_precision(const char* name, Setup setup) {
   res.m["timers"] = static_cast<double>(cfg.timers);
   res.m["wall_s"] = wall_between(u0, u1);
   res.m["cpu_s"] = u1.cpu() - u0.cpu();
-  res.m["tick_us"] = std::chrono::duration<double, std::micro>(asio_wheel::wheel_timer::tick(ctx)).count();
+  res.m["tick_us"] =
+      std::chrono::duration<double, std::micro>(asio_wheel::wheel_timer::tick(ctx)).count();
   (void)name;
   return res;
 }
@@ -838,7 +848,9 @@ std::string grouped(double v) {
   return n < 0 ? "-" + s : s;
 }
 
-std::string ms(double us) { return fmt(us >= 100000 ? "%.0f ms" : "%.2f ms", us / 1000); }
+std::string ms(double us) {
+  return fmt(us >= 100000 ? "%.0f ms" : "%.2f ms", us / 1000);
+}
 
 std::string ratio(double steady, double wheel) {
   if (wheel == 0 && steady == 0)
@@ -858,14 +870,30 @@ struct row {
   bool with_ratio;
 };
 
-std::string show_s(double v) { return fmt("%.2f s", v); }
-std::string show_mib(double v) { return fmt("%.0f MiB", v); }
-std::string show_b(double v) { return fmt("%.0f B", v); }
-std::string show_us(double v) { return ms(v); }
-std::string show_n(double v) { return grouped(v); }
-std::string show_pct(double v) { return fmt("%.0f %%", v); }
-std::string show_rate(double v) { return fmt("%.1f /s", v); }
-std::string show_ns(double v) { return fmt("%.0f ns", v); }
+std::string show_s(double v) {
+  return fmt("%.2f s", v);
+}
+std::string show_mib(double v) {
+  return fmt("%.0f MiB", v);
+}
+std::string show_b(double v) {
+  return fmt("%.0f B", v);
+}
+std::string show_us(double v) {
+  return ms(v);
+}
+std::string show_n(double v) {
+  return grouped(v);
+}
+std::string show_pct(double v) {
+  return fmt("%.0f %%", v);
+}
+std::string show_rate(double v) {
+  return fmt("%.1f /s", v);
+}
+std::string show_ns(double v) {
+  return fmt("%.0f ns", v);
+}
 
 const row scenario_rows[] = {
     {"run: CPU time (user+sys)", "run_cpu_s", show_s, true},
@@ -897,16 +925,18 @@ const row scenario_rows[] = {
 void print_scenario_table(const std::map<std::string, metrics>& med, unsigned repeat) {
   const bool both = med.count("wheel") != 0 && med.count("steady") != 0;
   const metrics& any = med.begin()->second;
-  std::printf("\nheartbeat scenario: %s connections (%s), ping after %g s, drop after %g s of "
-              "silence,\n%s reads/s (%g%% of the connections every %g ms), %g%% falling silent, "
-              "%g s run, 1 thread%s\n\n",
-              grouped(any.at("connections")).c_str(),
-              cfg.ramp_s > 0 ? fmt("arriving over the first %g s", cfg.ramp_s).c_str()
-                             : "all opened before the run",
-              cfg.ping_s, cfg.idle_s,
-              grouped(cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms).c_str(),
-              cfg.touch_fraction * 100, cfg.round_ms, cfg.silent_fraction * 100, cfg.seconds,
-              repeat > 1 ? (", median of " + std::to_string(repeat) + " runs each").c_str() : "");
+  std::printf(
+      "\nheartbeat scenario: %s connections (%s), ping after %g s, drop after %g s of "
+      "silence,\n%s reads/s (%g%% of the connections every %g ms), %g%% falling silent, "
+      "%g s run, 1 thread%s\n\n",
+      grouped(any.at("connections")).c_str(),
+      cfg.ramp_s > 0 ? fmt("arriving over the first %g s", cfg.ramp_s).c_str()
+                     : "all opened before the run",
+      cfg.ping_s, cfg.idle_s,
+      grouped(cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms)
+          .c_str(),
+      cfg.touch_fraction * 100, cfg.round_ms, cfg.silent_fraction * 100, cfg.seconds,
+      repeat > 1 ? (", median of " + std::to_string(repeat) + " runs each").c_str() : "");
   std::vector<std::string> impls;
   if (med.count("steady"))
     impls.push_back("steady");
@@ -931,14 +961,18 @@ void print_scenario_table(const std::map<std::string, metrics>& med, unsigned re
     const metrics& st = med.at("steady");
     const metrics& wh = med.at("wheel");
     auto times = [](double a, double b) { return b > 0 ? fmt("%.1fx", a / b) : std::string("-"); };
-    std::printf("  Same traffic (%s reads): asio_wheel used %s %s CPU time than asio::steady_timer\n"
-                "  and ran %s handlers instead of %s (steady_timer: one operation_aborted per read).\n"
-                "  Idle wakeups: %.1f/s (steady_timer) and %.1f/s (asio_wheel) with every timer an hour away.\n\n",
-                grouped(wh.at("touches")).c_str(),
-                times(std::max(st.at("run_cpu_s"), wh.at("run_cpu_s")), std::min(st.at("run_cpu_s"), wh.at("run_cpu_s"))).c_str(),
-                st.at("run_cpu_s") >= wh.at("run_cpu_s") ? "less" : "MORE",
-                grouped(wh.at("handlers")).c_str(), grouped(st.at("handlers")).c_str(),
-                st.at("quiet_wakeups_per_s"), wh.at("quiet_wakeups_per_s"));
+    std::printf(
+        "  Same traffic (%s reads): asio_wheel used %s %s CPU time than asio::steady_timer\n"
+        "  and ran %s handlers instead of %s (steady_timer: one operation_aborted per read).\n"
+        "  Idle wakeups: %.1f/s (steady_timer) and %.1f/s (asio_wheel) with every timer an hour "
+        "away.\n\n",
+        grouped(wh.at("touches")).c_str(),
+        times(std::max(st.at("run_cpu_s"), wh.at("run_cpu_s")),
+              std::min(st.at("run_cpu_s"), wh.at("run_cpu_s")))
+            .c_str(),
+        st.at("run_cpu_s") >= wh.at("run_cpu_s") ? "less" : "MORE",
+        grouped(wh.at("handlers")).c_str(), grouped(st.at("handlers")).c_str(),
+        st.at("quiet_wakeups_per_s"), wh.at("quiet_wakeups_per_s"));
   }
 }
 
@@ -961,15 +995,17 @@ constexpr const char* compiler_name = "unknown";
 #endif
 
 void json_config(std::FILE* f) {
-  std::fprintf(f,
-               "  \"config\": {\"connections\": %zu, \"idle_s\": %g, \"ping_s\": %g, \"seconds\": %g, \"ramp_s\": %g, "
-               "\"round_ms\": %g, \"touch_fraction\": %g, \"silent_fraction\": %g, \"quiet_s\": %g, "
-               "\"repeat\": %u, \"seed\": %" PRIu64 ", \"timers\": %zu, \"spread_s\": %g, "
-               "\"reads_per_s\": %g, \"asio_version\": \"%d.%d.%d\", \"compiler\": \"%s\"}",
-               cfg.connections, cfg.idle_s, cfg.ping_s, cfg.seconds, cfg.ramp_s, cfg.round_ms, cfg.touch_fraction,
-               cfg.silent_fraction, cfg.quiet_s, cfg.repeat, cfg.seed, cfg.timers, cfg.spread_s,
-               cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms,
-               ASIO_VERSION / 100000, ASIO_VERSION / 100 % 1000, ASIO_VERSION % 100, compiler_name);
+  std::fprintf(
+      f,
+      "  \"config\": {\"connections\": %zu, \"idle_s\": %g, \"ping_s\": %g, \"seconds\": %g, "
+      "\"ramp_s\": %g, "
+      "\"round_ms\": %g, \"touch_fraction\": %g, \"silent_fraction\": %g, \"quiet_s\": %g, "
+      "\"repeat\": %u, \"seed\": %" PRIu64 ", \"timers\": %zu, \"spread_s\": %g, "
+      "\"reads_per_s\": %g, \"asio_version\": \"%d.%d.%d\", \"compiler\": \"%s\"}",
+      cfg.connections, cfg.idle_s, cfg.ping_s, cfg.seconds, cfg.ramp_s, cfg.round_ms,
+      cfg.touch_fraction, cfg.silent_fraction, cfg.quiet_s, cfg.repeat, cfg.seed, cfg.timers,
+      cfg.spread_s, cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms,
+      ASIO_VERSION / 100000, ASIO_VERSION / 100 % 1000, ASIO_VERSION % 100, compiler_name);
 }
 
 // Empirical CDF of each implementation's lateness, at most ~1000 points per block.
@@ -978,7 +1014,8 @@ void write_cdf(const std::string& path,
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr)
     throw std::runtime_error("cannot write " + path);
-  std::fprintf(f, "# lateness CDF: lateness_ms fraction_completed_by_then; one block per implementation\n");
+  std::fprintf(
+      f, "# lateness CDF: lateness_ms fraction_completed_by_then; one block per implementation\n");
   bool first = true;
   for (auto [name, v] : sets) {
     std::sort(v.begin(), v.end());
@@ -1049,20 +1086,31 @@ child_result spawn_child(const std::string& impl) {
     throw std::runtime_error("mkstemp failed");
   close(fd);
   const std::string exe = self_exe();
-  std::vector<std::string> args = {
-      exe,
-      "--impl", impl,
-      "--connections", std::to_string(cfg.connections),
-      "--idle", fmt("%.17g", cfg.idle_s),
-      "--ping", fmt("%.17g", cfg.ping_s),
-      "--seconds", fmt("%.17g", cfg.seconds),
-      "--ramp", fmt("%.17g", cfg.ramp_s),
-      "--round-ms", fmt("%.17g", cfg.round_ms),
-      "--touch-fraction", fmt("%.17g", cfg.touch_fraction),
-      "--silent-fraction", fmt("%.17g", cfg.silent_fraction),
-      "--quiet", fmt("%.17g", cfg.quiet_s),
-      "--seed", std::to_string(cfg.seed),
-      "--child-out", tmpl};
+  std::vector<std::string> args = {exe,
+                                   "--impl",
+                                   impl,
+                                   "--connections",
+                                   std::to_string(cfg.connections),
+                                   "--idle",
+                                   fmt("%.17g", cfg.idle_s),
+                                   "--ping",
+                                   fmt("%.17g", cfg.ping_s),
+                                   "--seconds",
+                                   fmt("%.17g", cfg.seconds),
+                                   "--ramp",
+                                   fmt("%.17g", cfg.ramp_s),
+                                   "--round-ms",
+                                   fmt("%.17g", cfg.round_ms),
+                                   "--touch-fraction",
+                                   fmt("%.17g", cfg.touch_fraction),
+                                   "--silent-fraction",
+                                   fmt("%.17g", cfg.silent_fraction),
+                                   "--quiet",
+                                   fmt("%.17g", cfg.quiet_s),
+                                   "--seed",
+                                   std::to_string(cfg.seed),
+                                   "--child-out",
+                                   tmpl};
   if (!cfg.progress)
     args.push_back("--no-progress");
   std::vector<char*> argv;
@@ -1093,7 +1141,8 @@ int scenario_main() {
 
   std::map<std::string, std::vector<child_result>> runs;
   if (!cfg.child_out.empty() || (impls.size() == 1 && cfg.repeat == 1)) {
-    const metrics m = impls[0] == "wheel" ? run_scenario<wheel_impl>() : run_scenario<steady_impl>();
+    const metrics m =
+        impls[0] == "wheel" ? run_scenario<wheel_impl>() : run_scenario<steady_impl>();
     if (!cfg.child_out.empty()) {
       write_child_out(m);
       return 0;
@@ -1132,7 +1181,8 @@ int scenario_main() {
     samples.emplace_back(impl, std::move(all));
   }
   // Wheel first, then steady: the order the plot scripts expect.
-  std::sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(samples.begin(), samples.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   if (!cfg.cdf.empty())
     write_cdf(cfg.cdf, samples);
 
@@ -1218,7 +1268,8 @@ metrics coarse_clock_lag() {
     }
   }
   std::sort(lag.begin(), lag.end());
-  m["resolution_us"] = static_cast<double>(res.tv_sec) * 1e6 + static_cast<double>(res.tv_nsec) / 1e3;
+  m["resolution_us"] =
+      static_cast<double>(res.tv_sec) * 1e6 + static_cast<double>(res.tv_nsec) / 1e3;
   m["lag_p50_us"] = percentile(lag, 50) / 1e3;
   m["lag_p99_us"] = percentile(lag, 99) / 1e3;
   m["lag_max_us"] = static_cast<double>(lag.back()) / 1e3;

@@ -122,7 +122,9 @@ std::size_t heap_in_use() {
   return mi.uordblks + mi.hblkhd;
 }
 
-double seconds(clock_type::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(clock_type::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 double median(std::vector<double>& v) {
   std::sort(v.begin(), v.end());
@@ -151,8 +153,7 @@ inline auto make_handler(counts* c) {
 template <typename Timer>
 class world {
 public:
-  world(std::size_t n, clock_type::duration lo, clock_type::duration hi,
-        clock_type::duration lead)
+  world(std::size_t n, clock_type::duration lo, clock_type::duration hi, clock_type::duration lead)
       : rng_(0x5eed'1234'abcdULL ^ n), dist_(lo.count(), hi.count()) {
     ctx_ = std::make_unique<asio::io_context>(cfg.hint);
     timers_.reserve(n);
@@ -172,8 +173,8 @@ public:
     }
     armed_at_ = clock_type::now();
     const std::size_t heap1 = heap_in_use();
-    heap_per_wait_ = (static_cast<double>(heap1) - static_cast<double>(heap0)) /
-                     static_cast<double>(n);
+    heap_per_wait_ =
+        (static_cast<double>(heap1) - static_cast<double>(heap0)) / static_cast<double>(n);
     setup_s_ = seconds(armed_at_ - t0);
     arm_ns_estimate[impl_name<Timer>()] = setup_s_ * 1e9 / static_cast<double>(n);
   }
@@ -212,8 +213,7 @@ public:
       std::fill(mark_.begin(), mark_.end(), 0);
       generation_ = 1;
     }
-    std::uniform_int_distribution<std::uint32_t> pick(0,
-                                                      static_cast<std::uint32_t>(size() - 1));
+    std::uniform_int_distribution<std::uint32_t> pick(0, static_cast<std::uint32_t>(size() - 1));
     for (auto& i : idx) {
       std::uint32_t j = 0;
       do
@@ -269,8 +269,9 @@ std::unique_ptr<world<Timer>> make_pending_world(std::size_t n) {
 void fail_batch(benchmark::State& state, const char* op, std::size_t k, std::size_t cancelled,
                 std::uint64_t aborted) {
   char msg[200];
-  std::snprintf(msg, sizeof msg, "%s: K = %zu, but %zu waits cancelled and %llu aborted handlers run",
-                op, k, cancelled, static_cast<unsigned long long>(aborted));
+  std::snprintf(msg, sizeof msg,
+                "%s: K = %zu, but %zu waits cancelled and %llu aborted handlers run", op, k,
+                cancelled, static_cast<unsigned long long>(aborted));
   state.SkipWithError(msg);
 }
 
@@ -426,7 +427,8 @@ void bm_fire(benchmark::State& state) {
     if (auto it = arm_ns_estimate.find(impl_name<Timer>()); it != arm_ns_estimate.end())
       est_ns = it->second;
     const auto lead = std::chrono::duration_cast<clock_type::duration>(
-        std::chrono::nanoseconds(static_cast<std::int64_t>(est_ns * 1.25 * static_cast<double>(n))) +
+        std::chrono::nanoseconds(
+            static_cast<std::int64_t>(est_ns * 1.25 * static_cast<double>(n))) +
         10ms);
     world<Timer> w(n, 200ms, 1s, lead);
 
@@ -498,7 +500,7 @@ void register_all(const char* op, std::int64_t n) {
     b->Iterations(1);
   } else if (std::strcmp(op, "fire") == 0) {
     b->UseManualTime()->Iterations(n > 1'000'000 ? std::min<std::int64_t>(2, cfg.fire_iterations)
-                                                   : cfg.fire_iterations);
+                                                 : cfg.fire_iterations);
   } else {
     b->UseManualTime()->Iterations(cfg.iterations);
   }
@@ -509,12 +511,13 @@ void register_all(const char* op, std::int64_t n) {
 
 void print_table(std::FILE* out) {
   static const char* const ops[] = {"arm", "cancel", "reset", "fire", "bytes"};
-  std::fprintf(out, "\nsteady_timer / wheel_timer (from this run; time ops: ns per op, fire: CPU ns "
-              "per handler, bytes: B per pending timer)\n");
+  std::fprintf(out,
+               "\nsteady_timer / wheel_timer (from this run; time ops: ns per op, fire: CPU ns "
+               "per handler, bytes: B per pending timer)\n");
   std::fprintf(out, "goal: ratio >= 4 for time ops, >= 2 for bytes; wheel flat in N "
-              "(wheel(N) / wheel(smallest N))\n\n");
+                    "(wheel(N) / wheel(smallest N))\n\n");
   std::fprintf(out, "%-7s %9s %12s %12s %9s %6s %8s\n", "op", "N", "steady", "wheel", "ratio",
-              "goal", "flat");
+               "goal", "flat");
   for (const char* op : ops) {
     const auto oit = results.find(op);
     if (oit == results.end())
@@ -545,7 +548,7 @@ void print_table(std::FILE* out) {
         std::snprintf(gbuf, sizeof gbuf, "%s", r >= goal ? "ok" : "MISS");
       }
       std::fprintf(out, "%-7s %9lld %12s %12s %9s %6s %8s\n", op, static_cast<long long>(n), sbuf,
-                  wbuf, rbuf, gbuf, fbuf);
+                   wbuf, rbuf, gbuf, fbuf);
     }
   }
   std::fprintf(out, "\n");
@@ -638,9 +641,10 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&bargc, rest.data());
   if (benchmark::ReportUnrecognizedArguments(bargc, rest.data()))
     return 1;
-  std::fprintf(info, "sizeof(asio::steady_timer) = %zu, sizeof(asio_wheel::wheel_timer) = %zu, "
-              "batch K = %zu, concurrency hint = %d\n",
-              sizeof(asio::steady_timer), sizeof(asio_wheel::wheel_timer), cfg.batch, cfg.hint);
+  std::fprintf(info,
+               "sizeof(asio::steady_timer) = %zu, sizeof(asio_wheel::wheel_timer) = %zu, "
+               "batch K = %zu, concurrency hint = %d\n",
+               sizeof(asio::steady_timer), sizeof(asio_wheel::wheel_timer), cfg.batch, cfg.hint);
   std::fflush(info);
   std::unique_ptr<benchmark::BenchmarkReporter> display;
   if (format == "console")

@@ -137,8 +137,7 @@ public:
   }
 
   /// Constructor to set a particular expiry time relative to now.
-  basic_wheel_timer(const executor_type& ex, const duration& expiry_time)
-      : basic_wheel_timer(ex) {
+  basic_wheel_timer(const executor_type& ex, const duration& expiry_time) : basic_wheel_timer(ex) {
     expiry_ = add(clock_type::now(), expiry_time);
   }
 
@@ -162,9 +161,8 @@ public:
 
   /// Move-construct a basic_wheel_timer from another, with a convertible executor.
   template <typename Executor1>
-  basic_wheel_timer(
-      basic_wheel_timer<Clock, WaitTraits, Executor1>&& other,
-      std::enable_if_t<std::is_convertible_v<Executor1, Executor>>* = nullptr)
+  basic_wheel_timer(basic_wheel_timer<Clock, WaitTraits, Executor1>&& other,
+                    std::enable_if_t<std::is_convertible_v<Executor1, Executor>>* = nullptr)
       : basic_wheel_timer(move_tag{}, std::move(other)) {}
 
   /// Move-assign a basic_wheel_timer from another.
@@ -287,8 +285,8 @@ public:
     // overflows computing now + duration::max().
     for (time_point now = clock_type::now(); now < expiry_; now = clock_type::now()) {
       typename duration::rep left{};
-      if (__builtin_sub_overflow(expiry_.time_since_epoch().count(),
-                                 now.time_since_epoch().count(), &left))
+      if (__builtin_sub_overflow(expiry_.time_since_epoch().count(), now.time_since_epoch().count(),
+                                 &left))
         left = duration::max().count();
       std::this_thread::sleep_for(traits_type::to_wait_duration(duration(left)));
     }
@@ -339,7 +337,7 @@ public:
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
     return asio::async_initiate<WaitToken, void(asio::error_code)>(initiate_async_wait(this),
-                                                                    token);
+                                                                   token);
   }
 
   /// Set the length of a tick of the wheel of @c context for this clock.
@@ -418,8 +416,8 @@ private:
     void operator()(WaitHandler&& handler) const {
       static_assert(std::is_invocable_v<std::decay_t<WaitHandler>&&, asio::error_code>,
                     "WaitHandler must be callable as void(asio::error_code)");
-      self_->service_->async_wait(self_->entry_, self_->expiry_,
-                                  std::forward<WaitHandler>(handler), self_->executor_);
+      self_->service_->async_wait(self_->entry_, self_->expiry_, std::forward<WaitHandler>(handler),
+                                  self_->executor_);
       self_->entry_.might_have_pending_waits_ = true;
     }
 

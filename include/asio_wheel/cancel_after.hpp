@@ -81,8 +81,7 @@ auto cancel_at(const std::chrono::time_point<Clock, Duration>& deadline,
 /// Cancels the operation, with terminal cancellation, if it has not completed by
 /// @c deadline.
 template <typename Clock, typename Duration, typename CompletionToken>
-auto cancel_at(const std::chrono::time_point<Clock, Duration>& deadline,
-               CompletionToken&& token) {
+auto cancel_at(const std::chrono::time_point<Clock, Duration>& deadline, CompletionToken&& token) {
   return cancel_at(deadline, asio::cancellation_type::terminal,
                    std::forward<CompletionToken>(token));
 }
@@ -98,8 +97,8 @@ auto cancel_at(const std::chrono::time_point<Clock, Duration>& deadline,
  * @param token The completion token of the operation.
  */
 template <typename Rep, typename Period, typename CompletionToken>
-auto cancel_after(const std::chrono::duration<Rep, Period>& timeout,
-                  asio::cancellation_type_t type, CompletionToken&& token) {
+auto cancel_after(const std::chrono::duration<Rep, Period>& timeout, asio::cancellation_type_t type,
+                  CompletionToken&& token) {
   using clock = std::chrono::steady_clock;
   const auto now = clock::now();
   const auto limit = clock::time_point::max() - now;

@@ -102,14 +102,13 @@ public:
   template <typename Token = asio::default_completion_token_t<executor_type>>
   auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
     return asio::async_compose<Token, void(asio::error_code, event)>(next_op{this}, token,
-                                                                      this->timer_);
+                                                                     this->timer_);
   }
 
 private:
   static options checked(const options& opts) {
     if (opts.ping_after <= duration::zero() || opts.drop_after <= opts.ping_after)
-      throw std::invalid_argument(
-          "asio_wheel::heartbeat: need 0 < ping_after < drop_after");
+      throw std::invalid_argument("asio_wheel::heartbeat: need 0 < ping_after < drop_after");
     return opts;
   }
 

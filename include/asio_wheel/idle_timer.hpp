@@ -98,7 +98,7 @@ public:
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
     return asio::async_compose<WaitToken, void(asio::error_code)>(wait_op{this}, token,
-                                                                   this->timer_);
+                                                                  this->timer_);
   }
 
 private:

@@ -86,9 +86,8 @@ protected:
   // Construction counts as activity.
   explicit activity_timer(const executor_type& ex) : timer_(ex) {}
 
-  template <typename ExecutionContext,
-            typename = std::enable_if_t<
-                std::is_convertible_v<ExecutionContext&, asio::execution_context&>>>
+  template <typename ExecutionContext, typename = std::enable_if_t<std::is_convertible_v<
+                                           ExecutionContext&, asio::execution_context&>>>
   explicit activity_timer(ExecutionContext& context) : timer_(context) {}
 
   ~activity_timer() = default;

@@ -41,7 +41,7 @@ public:
 
 private:
   static constexpr int unlocked = 0;
-  static constexpr int locked = 1;   // no waiter
+  static constexpr int locked = 1;    // no waiter
   static constexpr int contended = 2; // maybe waiters
   std::atomic<int> state_{unlocked};
 };

@@ -126,12 +126,11 @@ public:
 
   template <typename H, typename... Args>
   static wait_handler_op* create(H&& handler, Args&&... completion_args) {
-    allocator_type alloc(
-        asio::get_associated_allocator(handler, block_cache_allocator<void>()));
+    allocator_type alloc(asio::get_associated_allocator(handler, block_cache_allocator<void>()));
     wait_handler_op* p = std::allocator_traits<allocator_type>::allocate(alloc, 1);
     try {
-      return ::new (static_cast<void*>(p)) wait_handler_op(
-          alloc, std::forward<H>(handler), std::forward<Args>(completion_args)...);
+      return ::new (static_cast<void*>(p))
+          wait_handler_op(alloc, std::forward<H>(handler), std::forward<Args>(completion_args)...);
     } catch (...) {
       std::allocator_traits<allocator_type>::deallocate(alloc, p, 1);
       throw;
@@ -142,8 +141,7 @@ private:
   template <typename H, typename... Args>
   wait_handler_op(const allocator_type& alloc, H&& handler, Args&&... completion_args)
       : wait_op(&wait_handler_op::do_complete), allocator_(alloc),
-        completion_(std::forward<Args>(completion_args)...),
-        handler_(std::forward<H>(handler)) {}
+        completion_(std::forward<Args>(completion_args)...), handler_(std::forward<H>(handler)) {}
 
   static void do_complete(wait_op* base, bool invoke) {
     auto* self = static_cast<wait_handler_op*>(base);
@@ -152,9 +150,8 @@ private:
     allocator_type alloc(self->allocator_);
     Completion completion(std::move(self->completion_));
     Handler handler(std::move(self->handler_));
-    const asio::error_code ec = self->aborted_
-                                    ? asio::error_code(asio::error::operation_aborted)
-                                    : asio::error_code();
+    const asio::error_code ec =
+        self->aborted_ ? asio::error_code(asio::error::operation_aborted) : asio::error_code();
     self->~wait_handler_op();
     std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
     if (invoke)

@@ -114,9 +114,8 @@ public:
 
   void set_tick(duration tick) {
     if (tick <= duration::zero() || tick > max_tick)
-      throw std::invalid_argument(
-          "asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
-          " ns; the tick must be positive and at most 60 s (default 1 ms)");
+      throw std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
+                                  " ns; the tick must be positive and at most 60 s (default 1 ms)");
     std::lock_guard lock(mutex_);
     if (tick == tick_)
       return;
@@ -125,7 +124,9 @@ public:
     if (driver_)
       throw std::logic_error(
           "asio_wheel: the tick of a context can only be changed before its first wait (it "
-          "is " + std::to_string(to_ns(tick_)) + " ns); call set_tick() right after creating "
+          "is " +
+          std::to_string(to_ns(tick_)) +
+          " ns); call set_tick() right after creating "
           "the io_context");
     reset_time(tick);
   }
@@ -146,8 +147,7 @@ public:
 
     wait_op* op = nullptr;
     if (is_home(ex))
-      op = wait_handler_op<handler_type, direct_completion>::create(
-          std::forward<Handler>(handler));
+      op = wait_handler_op<handler_type, direct_completion>::create(std::forward<Handler>(handler));
     else
       op = wait_handler_op<handler_type, tracked_executor<decltype(ex)>>::create(
           std::forward<Handler>(handler), ex);
@@ -322,9 +322,11 @@ private:
 
   template <typename Executor>
   bool is_home_io(const Executor& ex) noexcept {
-    if constexpr (requires { ex.context(); ex.running_in_this_thread(); }) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(ex.context())>,
-                                   asio::io_context>) {
+    if constexpr (requires {
+                    ex.context();
+                    ex.running_in_this_thread();
+                  }) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(ex.context())>, asio::io_context>) {
         return &static_cast<asio::execution_context&>(ex.context()) == &this->context() &&
                asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
       }
@@ -337,7 +339,8 @@ private:
     {
       std::lock_guard lock(mutex_);
       shutdown_ = true;
-      wheel_->clear([this](wheel_node& node) { detach_all(static_cast<timer_entry&>(node), false); });
+      wheel_->clear(
+          [this](wheel_node& node) { detach_all(static_cast<timer_entry&>(node), false); });
       list = ready_head_;
       ready_head_ = ready_tail_ = nullptr;
       // Destroyed now, while Asio's timer service and reactor still exist (they may have
