@@ -38,13 +38,12 @@
 
 #include <doctest/doctest.h>
 
+#include "asio_test_support.hpp"
+
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -53,100 +52,31 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define FAULTS_MT_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define FAULTS_MT_SANITIZED 1
-#endif
-#endif
-
-TYPE_TO_STRING(asio::steady_timer);
-TYPE_TO_STRING(asio_wheel::wheel_timer);
-
-#define FAULT_TIMER_TYPES asio::steady_timer, asio_wheel::wheel_timer
-
 namespace {
 
 using namespace std::chrono_literals;
-using sclock = std::chrono::steady_clock;
+using namespace asio_wheel::test;
 
-#if defined(FAULTS_MT_SANITIZED)
+#if defined(ASIO_WHEEL_TEST_SANITIZED)
 constexpr int kScale = 2;
 #else
 constexpr int kScale = 1;
 #endif
-constexpr auto kWatchdog = 20s;
+constexpr auto kMtWatchdog = 20s;
 constexpr auto kRoundLimit = 5s;
 
-const asio::error_code kOk{};
-const asio::error_code kAborted = asio::error::operation_aborted;
+enum class completion : int { none = 0, success, aborted, other };
 
-enum class outcome : int { none = 0, success, aborted, other };
-
-outcome outcome_of(const asio::error_code& ec) {
-  return !ec ? outcome::success : ec == kAborted ? outcome::aborted : outcome::other;
+completion completion_of(const asio::error_code& ec) {
+  return !ec ? completion::success : ec == kAborted ? completion::aborted : completion::other;
 }
-
-// Runs an io_context on `n` threads; join() waits for every run() to return, stopping the
-// context after `limit`. Exceptions out of run() are counted and run() is called again.
-class runners {
-public:
-  runners(asio::io_context& ioc, int n, bool hold_work) : ioc_(ioc) {
-    if (hold_work) guard_.emplace(ioc.get_executor());
-    for (int i = 0; i < n; ++i)
-      threads_.emplace_back([this] {
-        for (;;) {
-          try {
-            ioc_.run();
-            break;
-          } catch (const std::exception&) {
-            ++exceptions;
-          }
-        }
-        const std::lock_guard<std::mutex> lk(m_);
-        ++returned_;
-        cv_.notify_all();
-      });
-  }
-  runners(const runners&) = delete;
-  runners& operator=(const runners&) = delete;
-  ~runners() { join(); }
-
-  // False if the watchdog had to stop the context.
-  bool join(sclock::duration limit = kWatchdog) {
-    if (threads_.empty()) return !timed_out_;
-    guard_.reset();
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      if (!cv_.wait_for(lk, limit, [&] { return returned_ == threads_.size(); })) {
-        timed_out_ = true;
-        ioc_.stop();
-      }
-    }
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    return !timed_out_;
-  }
-
-  std::atomic<int> exceptions{0};
-
-private:
-  asio::io_context& ioc_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
-  std::vector<std::thread> threads_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::size_t returned_ = 0;
-  bool timed_out_ = false;
-};
 
 // One wait's record, written by its handler on a runner thread.
 struct wait_record {
   std::atomic<int> calls{0};
-  std::atomic<outcome> result{outcome::none};
+  std::atomic<completion> result{completion::none};
   std::atomic<bool> early{false};
-  sclock::time_point expiry{};  // set by the owner before the wait starts
+  sclock::time_point expiry{}; // set by the owner before the wait starts
 };
 
 // Records into `r`; `live` counts handler objects (copies and moves included).
@@ -158,8 +88,9 @@ struct recording_handler {
 
   void operator()(const asio::error_code& ec) const {
     const auto now = sclock::now();
-    if (!ec && now < r_->expiry) r_->early = true;
-    r_->result = outcome_of(ec);
+    if (!ec && now < r_->expiry)
+      r_->early = true;
+    r_->result = completion_of(ec);
     ++r_->calls;
   }
 
@@ -170,13 +101,14 @@ struct recording_handler {
 bool wait_until(const std::atomic<int>& done, int target, sclock::duration limit) {
   const auto deadline = sclock::now() + limit;
   while (done.load() < target) {
-    if (sclock::now() > deadline) return false;
+    if (sclock::now() > deadline)
+      return false;
     std::this_thread::yield();
   }
   return true;
 }
 
-}  // namespace
+} // namespace
 
 // =======================================================================================
 // cancel() racing the expiry
@@ -184,14 +116,24 @@ bool wait_until(const std::atomic<int>& done, int target, sclock::duration limit
 
 TEST_CASE_TEMPLATE("a wait due now, cancelled from another thread at the same moment: exactly "
                    "one completion, and the count returned agrees with the error code",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   enum class how { cancel, cancel_one, expires_after, two_waits, destroy, slot_on_strand };
   how h = how::cancel;
-  SUBCASE("cancel()") { h = how::cancel; }
-  SUBCASE("cancel_one()") { h = how::cancel_one; }
-  SUBCASE("expires_after() on the pending wait") { h = how::expires_after; }
-  SUBCASE("two waits, cancel()") { h = how::two_waits; }
-  SUBCASE("destruction of the timer") { h = how::destroy; }
+  SUBCASE("cancel()") {
+    h = how::cancel;
+  }
+  SUBCASE("cancel_one()") {
+    h = how::cancel_one;
+  }
+  SUBCASE("expires_after() on the pending wait") {
+    h = how::expires_after;
+  }
+  SUBCASE("two waits, cancel()") {
+    h = how::two_waits;
+  }
+  SUBCASE("destruction of the timer") {
+    h = how::destroy;
+  }
   SUBCASE("per-operation cancellation emitted on the handler's strand") {
     h = how::slot_on_strand;
   }
@@ -216,7 +158,7 @@ TEST_CASE_TEMPLATE("a wait due now, cancelled from another thread at the same mo
 
   {
     asio::io_context ioc;
-    runners run(ioc, 2, true);
+    runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = true, .rerun_on_exception = true});
     std::vector<std::unique_ptr<Timer>> timers;
     std::vector<asio::strand<asio::io_context::executor_type>> strands;
     for (int i = 0; i < per_round; ++i) {
@@ -231,7 +173,8 @@ TEST_CASE_TEMPLATE("a wait due now, cancelled from another thread at the same mo
       const int first = next;
       const auto due = sclock::now() + 2ms;
       for (int i = 0; i < per_round; ++i) {
-        if (!timers[i]) timers[i] = std::make_unique<Timer>(ioc);
+        if (!timers[i])
+          timers[i] = std::make_unique<Timer>(ioc);
         timers[i]->expires_at(due);
         for (int k = 0; k < waits_per_timer; ++k) {
           wait_record& r = recs[next++];
@@ -249,32 +192,32 @@ TEST_CASE_TEMPLATE("a wait due now, cancelled from another thread at the same mo
       }
       // Spin to a moment around the expiry (from 0.8 ms before to 0.8 ms after), then
       // cancel every timer as fast as possible: the expiry happens meanwhile.
-      const auto at = due + std::chrono::microseconds(
-                                std::uniform_int_distribution<int>(-800, 800)(rng));
+      const auto at =
+          due + std::chrono::microseconds(std::uniform_int_distribution<int>(-800, 800)(rng));
       while (sclock::now() < at) {
       }
       std::vector<std::size_t> counts(per_round, 0);
       for (int i = 0; i < per_round; ++i) {
         switch (h) {
-          case how::cancel:
-          case how::two_waits:
-            counts[i] = timers[i]->cancel();
-            break;
-          case how::cancel_one:
-            counts[i] = timers[i]->cancel_one();
-            break;
-          case how::expires_after:
-            counts[i] = timers[i]->expires_after(1h);
-            break;
-          case how::destroy:
-            timers[i].reset();
-            break;
-          case how::slot_on_strand:
-            asio::post(strands[i], [&sig = sigs[i], &emitted] {
-              sig.emit(asio::cancellation_type::terminal);
-              ++emitted;
-            });
-            break;
+        case how::cancel:
+        case how::two_waits:
+          counts[i] = timers[i]->cancel();
+          break;
+        case how::cancel_one:
+          counts[i] = timers[i]->cancel_one();
+          break;
+        case how::expires_after:
+          counts[i] = timers[i]->expires_after(1h);
+          break;
+        case how::destroy:
+          timers[i].reset();
+          break;
+        case how::slot_on_strand:
+          asio::post(strands[i], [&sig = sigs[i], &emitted] {
+            sig.emit(asio::cancellation_type::terminal);
+            ++emitted;
+          });
+          break;
         }
       }
       if (!wait_until(completed, next, kRoundLimit) ||
@@ -286,24 +229,26 @@ TEST_CASE_TEMPLATE("a wait due now, cancelled from another thread at the same mo
         int n_aborted = 0;
         for (int k = 0; k < waits_per_timer; ++k) {
           const wait_record& r = recs[first + i * waits_per_timer + k];
-          const outcome o = r.result.load();
-          if (r.calls != 1 || r.early || (o != outcome::success && o != outcome::aborted))
+          const completion o = r.result.load();
+          if (r.calls != 1 || r.early || (o != completion::success && o != completion::aborted))
             ++bad;
-          if (o == outcome::aborted) ++n_aborted;
-          (o == outcome::aborted ? aborted : succeeded) += 1;
+          if (o == completion::aborted)
+            ++n_aborted;
+          (o == completion::aborted ? aborted : succeeded) += 1;
         }
         // The count returned is exactly the waits that were aborted. (Two waits of one
         // timer usually expire or are cancelled together, but not always: if the owner is
         // preempted between the two async_wait calls, the first can expire alone.)
         switch (h) {
-          case how::cancel:
-          case how::cancel_one:
-          case how::expires_after:
-          case how::two_waits:
-            if (counts[i] != static_cast<std::size_t>(n_aborted)) ++inconsistent;
-            break;
-          default:
-            break;
+        case how::cancel:
+        case how::cancel_one:
+        case how::expires_after:
+        case how::two_waits:
+          if (counts[i] != static_cast<std::size_t>(n_aborted))
+            ++inconsistent;
+          break;
+        default:
+          break;
         }
       }
     }
@@ -336,7 +281,7 @@ TEST_CASE_TEMPLATE("a wait due now, cancelled from another thread at the same mo
 
 TEST_CASE_TEMPLATE("stop() from another thread while two threads run a stream of "
                    "expirations; restart() and run() complete every wait exactly once",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   const int rounds = 12 / (kScale > 1 ? 3 : 1);
   const int per_round = 400 / kScale;
   std::atomic<long> live{0};
@@ -363,24 +308,27 @@ TEST_CASE_TEMPLATE("stop() from another thread while two threads run a stream of
             });
       }
       {
-        runners run(ioc, 2, false);
+        runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = false, .rerun_on_exception = true});
         std::this_thread::sleep_for(
             std::chrono::microseconds(std::uniform_int_distribution<int>(0, 20000)(rng)));
         ioc.stop();
         CHECK(run.join());
         CHECK(run.exceptions == 0);
       }
-      if (completed < per_round) ++stopped_early;
+      if (completed < per_round)
+        ++stopped_early;
       ioc.restart();
       {
-        runners run(ioc, 2, false);
+        runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = false, .rerun_on_exception = true});
         CHECK(run.join());
         CHECK(run.exceptions == 0);
       }
     }
     for (int i = 0; i < per_round; ++i) {
-      if (recs[i].calls == 0) ++never;
-      if (recs[i].calls > 1 || recs[i].early || recs[i].result != outcome::success) ++bad;
+      if (recs[i].calls == 0)
+        ++never;
+      if (recs[i].calls > 1 || recs[i].early || recs[i].result != completion::success)
+        ++bad;
     }
   }
   CHECK(never == 0);
@@ -395,12 +343,16 @@ TEST_CASE_TEMPLATE("stop() from another thread while two threads run a stream of
 
 TEST_CASE_TEMPLATE("handlers that throw while two threads run the context: every exception "
                    "leaves some run(), every other wait completes exactly once",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   const int n = 800 / kScale;
   constexpr int every = 40;
   bool same_tick = true;
-  SUBCASE("all due in the same tick") { same_tick = true; }
-  SUBCASE("spread over 10 ms") { same_tick = false; }
+  SUBCASE("all due in the same tick") {
+    same_tick = true;
+  }
+  SUBCASE("spread over 10 ms") {
+    same_tick = false;
+  }
 
   auto recs = std::make_unique<wait_record[]>(static_cast<std::size_t>(n));
   std::atomic<long> live{0};
@@ -417,17 +369,19 @@ TEST_CASE_TEMPLATE("handlers that throw while two threads run the context: every
       timers.back()->async_wait(
           [rh = recording_handler(recs[i], live), &order](asio::error_code ec) {
             rh(ec);
-            if (++order % every == 0) throw std::runtime_error("thrown by a handler");
+            if (++order % every == 0)
+              throw std::runtime_error("thrown by a handler");
           });
     }
-    runners run(ioc, 2, false);
+    runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = false, .rerun_on_exception = true});
     CHECK(run.join());
     exceptions = run.exceptions;
   }
   CHECK(exceptions == n / every);
   long bad = 0;
   for (int i = 0; i < n; ++i)
-    if (recs[i].calls != 1 || recs[i].early || recs[i].result != outcome::success) ++bad;
+    if (recs[i].calls != 1 || recs[i].early || recs[i].result != completion::success)
+      ++bad;
   CHECK(bad == 0);
   CHECK(order == n);
   CHECK(live == 0);

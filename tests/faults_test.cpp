@@ -51,15 +51,14 @@
 
 #include <doctest/doctest.h>
 
+#include "asio_test_support.hpp"
+
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <exception>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -69,81 +68,13 @@
 #include <utility>
 #include <vector>
 
-TYPE_TO_STRING(asio::steady_timer);
-TYPE_TO_STRING(asio_wheel::wheel_timer);
-
-#define FAULT_TIMER_TYPES asio::steady_timer, asio_wheel::wheel_timer
-
 namespace {
 
 using namespace std::chrono_literals;
-using sclock = std::chrono::steady_clock;
+using namespace asio_wheel::test;
 
-// A wait this far away must never be what ends a test.
-constexpr auto kFar = 10s;
 // "Promptly": generous for a loaded 2-core machine, and far below kFar.
 constexpr auto kPrompt = 3s;
-// A watchdog stops any run of an io_context that takes longer than this.
-constexpr auto kWatchdog = 8s;
-
-const asio::error_code kOk{};
-const asio::error_code kAborted = asio::error::operation_aborted;
-
-// ---------------------------------------------------------------------------------------
-// Running an io_context with a watchdog.
-
-struct run_report {
-  sclock::duration elapsed{};
-  bool timed_out = false;
-  std::size_t handlers = 0;
-};
-
-// ioc.run() in this thread; a watchdog thread stops the context after `limit`. Exceptions
-// thrown by handlers propagate, as from run() itself.
-template <class RunFn>
-run_report guarded(asio::io_context& ioc, RunFn run, sclock::duration limit = kWatchdog) {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::atomic<bool> fired{false};
-  std::thread watchdog([&] {
-    std::unique_lock<std::mutex> lk(m);
-    if (!cv.wait_for(lk, limit, [&] { return done; })) {
-      fired = true;
-      ioc.stop();
-    }
-  });
-  auto finish = [&] {
-    {
-      std::lock_guard<std::mutex> lk(m);
-      done = true;
-    }
-    cv.notify_all();
-    watchdog.join();
-  };
-  run_report r;
-  const auto t0 = sclock::now();
-  try {
-    r.handlers = run();
-  } catch (...) {
-    finish();
-    throw;
-  }
-  r.elapsed = sclock::now() - t0;
-  finish();
-  r.timed_out = fired;
-  return r;
-}
-
-run_report guarded_run(asio::io_context& ioc, sclock::duration limit = kWatchdog) {
-  return guarded(ioc, [&] { return ioc.run(); }, limit);
-}
-
-#define CHECK_PROMPT(report)                                                                    \
-  do {                                                                                          \
-    CHECK_FALSE((report).timed_out);                                                            \
-    CHECK((report).elapsed < kPrompt);                                                          \
-  } while (false)
 
 // ---------------------------------------------------------------------------------------
 // Counting handler objects, and recording completions.
@@ -163,38 +94,28 @@ struct census_token {
   census* c_;
 };
 
-struct result {
-  int calls = 0;
-  asio::error_code ec;
-  sclock::time_point at{};
-  sclock::time_point expiry{};  // the timer's expiry when the wait was started
-  int order = -1;               // position in completion order
-};
-
-// A handler recording into `r`, owning a census token; `seq` numbers the completions.
-auto recorder(result& r, census& c, int& seq) {
-  return [&r, &seq, tok = census_token(c)](asio::error_code ec) {
-    ++r.calls;
-    r.ec = ec;
-    r.at = sclock::now();
-    r.order = seq++;
-  };
+// A handler recording into `r` (as record() does), owning a census token; `seq` numbers the
+// completions.
+auto recorder(outcome& r, census& c, int& seq) {
+  return [rec = record(r, &seq), tok = census_token(c)](asio::error_code ec) { rec(ec); };
 }
 
 // Exactly one completion, with `want`; a success never before the expiry.
-#define CHECK_ONCE_WITH(r, want)                                                                \
-  do {                                                                                          \
-    CHECK((r).calls == 1);                                                                      \
-    CHECK((r).ec == (want));                                                                    \
-    if ((r).calls == 1 && !(r).ec) CHECK((r).at >= (r).expiry);                                 \
+#define CHECK_ONCE_WITH(r, want)                                                                   \
+  do {                                                                                             \
+    CHECK((r).calls == 1);                                                                         \
+    CHECK((r).ec == (want));                                                                       \
+    if ((r).calls == 1 && !(r).ec)                                                                 \
+      CHECK((r).at >= (r).expiry);                                                                 \
   } while (false)
 
 // Exactly one completion, success (never early) or operation_aborted.
-#define CHECK_ONCE_OK_OR_ABORTED(r)                                                             \
-  do {                                                                                          \
-    CHECK((r).calls == 1);                                                                      \
-    CHECK(((r).ec == kOk || (r).ec == kAborted));                                               \
-    if ((r).calls == 1 && !(r).ec) CHECK((r).at >= (r).expiry);                                 \
+#define CHECK_ONCE_OK_OR_ABORTED(r)                                                                \
+  do {                                                                                             \
+    CHECK((r).calls == 1);                                                                         \
+    CHECK(((r).ec == kOk || (r).ec == kAborted));                                                  \
+    if ((r).calls == 1 && !(r).ec)                                                                 \
+      CHECK((r).at >= (r).expiry);                                                                 \
   } while (false)
 
 // Whether a wait's cancellation slot may be emitted after its timer was destroyed. Asio
@@ -214,11 +135,12 @@ template <class Timer>
 std::vector<std::unique_ptr<Timer>> same_expiry(asio::io_context& ioc, int n,
                                                 sclock::time_point at) {
   std::vector<std::unique_ptr<Timer>> timers;
-  for (int i = 0; i < n; ++i) timers.push_back(std::make_unique<Timer>(ioc, at));
+  for (int i = 0; i < n; ++i)
+    timers.push_back(std::make_unique<Timer>(ioc, at));
   return timers;
 }
 
-}  // namespace
+} // namespace
 
 // =======================================================================================
 // A handler that throws in the middle of a batch
@@ -226,14 +148,16 @@ std::vector<std::unique_ptr<Timer>> same_expiry(asio::io_context& ioc, int n,
 
 TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throws, nothing "
                    "else is lost, restart() and run() complete the other 49 exactly once",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   constexpr int n = 50;
   enum class mode { on_context, on_strand, aborted_batch, every_tenth, destroy_instead };
   mode m = mode::on_context;
   SUBCASE("50 expirations in one tick, handlers on the context's executor") {
     m = mode::on_context;
   }
-  SUBCASE("50 expirations in one tick, handlers bound to one strand") { m = mode::on_strand; }
+  SUBCASE("50 expirations in one tick, handlers bound to one strand") {
+    m = mode::on_strand;
+  }
   SUBCASE("50 cancellations delivered together (cancel() of 50 far waits in one handler)") {
     m = mode::aborted_batch;
   }
@@ -246,7 +170,7 @@ TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throw
   }
 
   census handlers;
-  std::vector<result> res(n);
+  std::vector<outcome> res(n);
   int seq = 0;
   int throws = 0;
   std::string first_what;
@@ -261,12 +185,12 @@ TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throw
     for (int i = 0; i < n; ++i) {
       res[i].expiry = timers[i]->expiry();
       auto h = [&res, &seq, m, i, tok = census_token(handlers)](asio::error_code ec) {
-        result& r = res[i];
+        outcome& r = res[i];
         ++r.calls;
         r.ec = ec;
         r.at = sclock::now();
         r.order = seq++;
-        const int k = seq;  // this is the k-th completion
+        const int k = seq; // this is the k-th completion
         if (m == mode::every_tenth ? k % 10 == 0 : k == 10)
           throw boom("handler #" + std::to_string(k));
       };
@@ -278,7 +202,8 @@ TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throw
     std::size_t cancelled = 0;
     if (m == mode::aborted_batch)
       asio::post(*ioc, [&] {
-        for (auto& t : timers) cancelled += t->cancel();
+        for (auto& t : timers)
+          cancelled += t->cancel();
       });
 
     bool finished = false;
@@ -292,7 +217,8 @@ TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throw
           first_what = e.what();
           calls_at_first_throw = seq;
         }
-        if (m == mode::destroy_instead) break;
+        if (m == mode::destroy_instead)
+          break;
         ioc->restart();
       }
     }
@@ -305,15 +231,16 @@ TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throw
     } else {
       CHECK(calls_at_first_throw >= 10);
     }
-    if (m == mode::aborted_batch) CHECK(cancelled == static_cast<std::size_t>(n));
+    if (m == mode::aborted_batch)
+      CHECK(cancelled == static_cast<std::size_t>(n));
 
     if (m == mode::destroy_instead) {
       CHECK(throws == 1);
-      CHECK(handlers.live() == n - 10);  // the rest are still queued
+      CHECK(handlers.live() == n - 10); // the rest are still queued
       timers.clear();
       strand.reset();
       ioc.reset();
-      CHECK(seq == 10);  // none of them was called by the destruction
+      CHECK(seq == 10); // none of them was called by the destruction
       CHECK(handlers.live() == 0);
       int called = 0;
       for (const auto& r : res) {
@@ -342,31 +269,36 @@ TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throw
 
 TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing runs while "
                    "stopped, each wait completes exactly once after restart()",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   census handlers;
   int seq = 0;
 
   SUBCASE("stop() before run(): waits in the wheel, already due, and aborted stay queued") {
-    std::vector<result> near(10), due(10), aborted(10), far(10);
+    std::vector<outcome> near(10), due(10), aborted(10), far(10);
     {
       asio::io_context ioc;
       std::vector<std::unique_ptr<Timer>> timers;
-      auto start = [&](result& r, auto expiry) {
+      auto start = [&](outcome& r, auto expiry) {
         timers.push_back(std::make_unique<Timer>(ioc, expiry));
         r.expiry = timers.back()->expiry();
         timers.back()->async_wait(recorder(r, handlers, seq));
         return timers.back().get();
       };
-      for (auto& r : near) start(r, 20ms);
-      for (auto& r : due) start(r, -1s);
-      for (auto& r : aborted) CHECK(start(r, kFar)->cancel() == 1);
+      for (auto& r : near)
+        start(r, 20ms);
+      for (auto& r : due)
+        start(r, -1s);
+      for (auto& r : aborted)
+        CHECK(start(r, kFar)->cancel() == 1);
       std::vector<Timer*> far_timers;
-      for (auto& r : far) far_timers.push_back(start(r, kFar));
+      for (auto& r : far)
+        far_timers.push_back(start(r, kFar));
       // Once the near ones are done, a later timer cancels the far ones.
       Timer closer(ioc, 60ms);
       std::size_t far_cancelled = 0;
       closer.async_wait([&](asio::error_code) {
-        for (Timer* t : far_timers) far_cancelled += t->cancel();
+        for (Timer* t : far_timers)
+          far_cancelled += t->cancel();
       });
 
       ioc.stop();
@@ -375,7 +307,7 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
       CHECK(r1.elapsed < kPrompt);
       CHECK(ioc.stopped());
       CHECK(seq == 0);
-      std::this_thread::sleep_for(30ms);  // the near ones come due while stopped
+      std::this_thread::sleep_for(30ms); // the near ones come due while stopped
       CHECK(seq == 0);
 
       ioc.restart();
@@ -383,14 +315,18 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
       CHECK_PROMPT(r2);
       CHECK(far_cancelled == far.size());
     }
-    for (auto& r : near) CHECK_ONCE_WITH(r, kOk);
-    for (auto& r : due) CHECK_ONCE_WITH(r, kOk);
-    for (auto& r : aborted) CHECK_ONCE_WITH(r, kAborted);
-    for (auto& r : far) CHECK_ONCE_WITH(r, kAborted);
+    for (auto& r : near)
+      CHECK_ONCE_WITH(r, kOk);
+    for (auto& r : due)
+      CHECK_ONCE_WITH(r, kOk);
+    for (auto& r : aborted)
+      CHECK_ONCE_WITH(r, kAborted);
+    for (auto& r : far)
+      CHECK_ONCE_WITH(r, kAborted);
   }
 
   SUBCASE("stop() from a handler between two batches: the second waits for restart()") {
-    std::vector<result> first(20), second(20);
+    std::vector<outcome> first(20), second(20);
     {
       asio::io_context ioc;
       const auto t0 = sclock::now();
@@ -411,27 +347,32 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
       const auto r1 = guarded_run(ioc);
       CHECK_FALSE(r1.timed_out);
       CHECK(ioc.stopped());
-      for (auto& r : first) CHECK_ONCE_WITH(r, kOk);
+      for (auto& r : first)
+        CHECK_ONCE_WITH(r, kOk);
       // Unless this thread was preempted until the second batch was due too (then both
       // come due in one sweep of the heap, or one tick of the wheel: see KNOWN DIVERGENCE).
       const bool second_was_pending = stopped_at < b[0]->expiry();
       if (second_was_pending)
-        for (auto& r : second) CHECK(r.calls == 0);
+        for (auto& r : second)
+          CHECK(r.calls == 0);
       else
         MESSAGE("preempted past the second batch's expiry: not checked");
-      std::this_thread::sleep_until(t0 + 120ms);  // the second batch is due while stopped
+      std::this_thread::sleep_until(t0 + 120ms); // the second batch is due while stopped
       if (second_was_pending)
-        for (auto& r : second) CHECK(r.calls == 0);
+        for (auto& r : second)
+          CHECK(r.calls == 0);
       ioc.restart();
       const auto r2 = guarded_run(ioc);
       CHECK_PROMPT(r2);
     }
-    for (auto& r : first) CHECK(r.calls == 1);
-    for (auto& r : second) CHECK_ONCE_WITH(r, kOk);
+    for (auto& r : first)
+      CHECK(r.calls == 1);
+    for (auto& r : second)
+      CHECK_ONCE_WITH(r, kOk);
   }
 
   SUBCASE("stop() from another thread while run() sleeps until a wait's expiry") {
-    result r;
+    outcome r;
     {
       asio::io_context ioc;
       Timer t(ioc, 300ms);
@@ -447,7 +388,7 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
       stopper.join();
       CHECK_FALSE(r1.timed_out);
       CHECK(ioc.stopped());
-      if (stopped_by < r.expiry)  // else the stopper was preempted past the expiry
+      if (stopped_by < r.expiry) // else the stopper was preempted past the expiry
         CHECK(r.calls == 0);
       ioc.restart();
       const auto r2 = guarded_run(ioc);
@@ -458,7 +399,7 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
 
   SUBCASE("stop() and restart() over and over while 300 waits come due") {
     constexpr int n = 300;
-    std::vector<result> res(n);
+    std::vector<outcome> res(n);
     int slices = 0;
     {
       asio::io_context ioc;
@@ -475,10 +416,11 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
         guarded_run(ioc);
         ioc.restart();
         if (++slices == 10)
-          for (int i = 0; i < n; i += 7) timers[i]->cancel();
+          for (int i = 0; i < n; i += 7)
+            timers[i]->cancel();
         std::this_thread::sleep_for(1ms);
       }
-      const auto r = guarded_run(ioc);  // nothing left: returns at once
+      const auto r = guarded_run(ioc); // nothing left: returns at once
       CHECK_PROMPT(r);
     }
     MESSAGE(slices << " stop/restart slices");
@@ -507,19 +449,25 @@ TEST_CASE_TEMPLATE("KNOWN DIVERGENCE (run_one, strand throws; stop() conforms): 
                    "throw in handler #10 of a same-tick batch of 50 ends run() after it; "
                    "run_one() runs one handler of the batch" *
                        doctest::may_fail(),
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   constexpr int n = 50;
   enum class mode { stop, run_one, strand_throw, strand_throw_every_tenth };
   mode m = mode::stop;
-  SUBCASE("stop() from handler #10") { m = mode::stop; }
-  SUBCASE("run_one() once all are due") { m = mode::run_one; }
-  SUBCASE("handlers bound to a strand, #10 throws") { m = mode::strand_throw; }
+  SUBCASE("stop() from handler #10") {
+    m = mode::stop;
+  }
+  SUBCASE("run_one() once all are due") {
+    m = mode::run_one;
+  }
+  SUBCASE("handlers bound to a strand, #10 throws") {
+    m = mode::strand_throw;
+  }
   SUBCASE("handlers bound to a strand, every 10th throws") {
     m = mode::strand_throw_every_tenth;
   }
 
   census handlers;
-  std::vector<result> res(n);
+  std::vector<outcome> res(n);
   int seq = 0;
   {
     asio::io_context ioc;
@@ -529,7 +477,8 @@ TEST_CASE_TEMPLATE("KNOWN DIVERGENCE (run_one, strand throws; stop() conforms): 
       res[i].expiry = timers[i]->expiry();
       auto h = [&, i, m, tok = census_token(handlers)](asio::error_code ec) {
         recorder(res[i], handlers, seq)(ec);
-        if (m == mode::stop && seq == 10) ioc.stop();
+        if (m == mode::stop && seq == 10)
+          ioc.stop();
         if ((m == mode::strand_throw && seq == 10) ||
             (m == mode::strand_throw_every_tenth && seq % 10 == 0))
           throw boom("handler #" + std::to_string(seq));
@@ -540,46 +489,46 @@ TEST_CASE_TEMPLATE("KNOWN DIVERGENCE (run_one, strand throws; stop() conforms): 
         timers[i]->async_wait(std::move(h));
     }
     switch (m) {
-      case mode::stop: {
-        const auto r = guarded_run(ioc);
-        CHECK_FALSE(r.timed_out);
-        CHECK(ioc.stopped());
-        CHECK_MESSAGE(seq == 10, "handlers run after the one that called stop(): " << seq - 10);
-        ioc.restart();
-        guarded_run(ioc);
-        break;
-      }
-      case mode::run_one: {
-        std::this_thread::sleep_for(20ms);  // all due
-        const auto r = guarded(ioc, [&] { return ioc.run_one(); });
-        CHECK(r.handlers == 1);
-        CHECK_MESSAGE(seq == 1, "run_one() ran " << seq << " handlers of the batch");
-        guarded_run(ioc);
-        break;
-      }
-      case mode::strand_throw:
-      case mode::strand_throw_every_tenth: {
-        std::vector<std::string> thrown;
-        for (int attempt = 0; attempt < 20; ++attempt) {
-          try {
-            guarded_run(ioc);
-            break;
-          } catch (const boom& e) {
-            thrown.push_back(std::string(e.what()) + " after " + std::to_string(seq));
-          } catch (const std::exception& e) {
-            thrown.push_back(std::string("other: ") + e.what() + " after " +
-                             std::to_string(seq));
-          }
-          ioc.restart();
+    case mode::stop: {
+      const auto r = guarded_run(ioc);
+      CHECK_FALSE(r.timed_out);
+      CHECK(ioc.stopped());
+      CHECK_MESSAGE(seq == 10, "handlers run after the one that called stop(): " << seq - 10);
+      ioc.restart();
+      guarded_run(ioc);
+      break;
+    }
+    case mode::run_one: {
+      std::this_thread::sleep_for(20ms); // all due
+      const auto r = guarded(ioc, [&] { return ioc.run_one(); });
+      CHECK(r.handlers == 1);
+      CHECK_MESSAGE(seq == 1, "run_one() ran " << seq << " handlers of the batch");
+      guarded_run(ioc);
+      break;
+    }
+    case mode::strand_throw:
+    case mode::strand_throw_every_tenth: {
+      std::vector<std::string> thrown;
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        try {
+          guarded_run(ioc);
+          break;
+        } catch (const boom& e) {
+          thrown.push_back(std::string(e.what()) + " after " + std::to_string(seq));
+        } catch (const std::exception& e) {
+          thrown.push_back(std::string("other: ") + e.what() + " after " + std::to_string(seq));
         }
-        std::string got;
-        for (const auto& t : thrown) got += "[" + t + "] ";
-        std::string want;
-        for (int k = 10; k <= (m == mode::strand_throw ? 10 : n); k += 10)
-          want += "[handler #" + std::to_string(k) + " after " + std::to_string(k) + "] ";
-        CHECK(got == want);
-        break;
+        ioc.restart();
       }
+      std::string got;
+      for (const auto& t : thrown)
+        got += "[" + t + "] ";
+      std::string want;
+      for (int k = 10; k <= (m == mode::strand_throw ? 10 : n); k += 10)
+        want += "[handler #" + std::to_string(k) + " after " + std::to_string(k) + "] ";
+      CHECK(got == want);
+      break;
+    }
     }
   }
   // What holds either way: each exactly once, never early.
@@ -601,11 +550,11 @@ using namespace asio::experimental::awaitable_operators;
 
 // What the coroutines and handlers of the destruction test record.
 struct doomed_state {
-  census frames;    // census_tokens living in coroutine frames (and in coroutine lambdas)
-  census handlers;  // census_tokens owned by callback handlers
-  int resumed = 0;  // coroutines that got past their co_await
-  int invoked = 0;  // callback handlers called
-  int spawn_completions = 0;  // co_spawn completion handlers called
+  census frames;             // census_tokens living in coroutine frames (and in coroutine lambdas)
+  census handlers;           // census_tokens owned by callback handlers
+  int resumed = 0;           // coroutines that got past their co_await
+  int invoked = 0;           // callback handlers called
+  int spawn_completions = 0; // co_spawn completion handlers called
 };
 
 // Awaits a 1 h timer of its own, in its frame.
@@ -636,15 +585,19 @@ asio::awaitable<void> await_nested(doomed_state& s) {
   ++s.resumed;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE_TEMPLATE("the io_context destroyed with waits and coroutines pending: the frames "
                    "are destroyed, nothing runs, nothing leaks",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   enum class when { never_run, suspended, stopped };
   when w = when::never_run;
-  SUBCASE("before it ever ran") { w = when::never_run; }
-  SUBCASE("after running until every coroutine is suspended") { w = when::suspended; }
+  SUBCASE("before it ever ran") {
+    w = when::never_run;
+  }
+  SUBCASE("after running until every coroutine is suspended") {
+    w = when::suspended;
+  }
   SUBCASE("after running, then stop() with an aborted and a due wait queued") {
     w = when::stopped;
   }
@@ -655,12 +608,13 @@ TEST_CASE_TEMPLATE("the io_context destroyed with waits and coroutines pending: 
     auto done = [&s](std::exception_ptr) { ++s.spawn_completions; };
     // The lambda's capture is a frame census token too: the lambda lives in co_spawn's
     // entry frame.
-    asio::co_spawn(*ioc,
-                   [&s, tok = census_token(s.frames)]() -> asio::awaitable<void> {
-                     co_await await_hour<Timer>(s);
-                     ++s.resumed;
-                   },
-                   done);
+    asio::co_spawn(
+        *ioc,
+        [&s, tok = census_token(s.frames)]() -> asio::awaitable<void> {
+          co_await await_hour<Timer>(s);
+          ++s.resumed;
+        },
+        done);
     asio::co_spawn(*ioc, await_cancel_after<Timer>(s), done);
     asio::co_spawn(*ioc, await_nested<Timer>(s), done);
 
@@ -677,7 +631,7 @@ TEST_CASE_TEMPLATE("the io_context destroyed with waits and coroutines pending: 
       for (const auto t0 = sclock::now();
            (s.invoked < 1 || s.frames.live() < 5) && sclock::now() - t0 < kWatchdog;)
         ioc->run_for(10ms);
-      CHECK(s.invoked == 1);  // the due one
+      CHECK(s.invoked == 1); // the due one
       s.invoked = 0;
       // Suspended: the co_spawn lambda (in co_spawn's entry frame), and the frames of
       // await_hour, await_cancel_after, await_nested and its inner await_cancel_after.
@@ -712,10 +666,10 @@ TEST_CASE_TEMPLATE("the io_context destroyed with waits and coroutines pending: 
 
 TEST_CASE_TEMPLATE("a timer destroyed from inside another timer's handler: its far wait is "
                    "aborted, and run() returns promptly",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   census handlers;
   int seq = 0;
-  result rb1, rb2, rslot;
+  outcome rb1, rb2, rslot;
   {
     asio::io_context ioc;
     Timer a(ioc, 5ms);
@@ -731,7 +685,8 @@ TEST_CASE_TEMPLATE("a timer destroyed from inside another timer's handler: its f
       // steady_timer keeps a pointer to the destroyed timer in the slot's handler, so this
       // emit would read freed memory there (ASan: heap-use-after-free in
       // timer_queue::cancel_timer_by_key).
-      if constexpr (kSlotSurvivesTimer<Timer>) sig.emit(asio::cancellation_type::terminal);
+      if constexpr (kSlotSurvivesTimer<Timer>)
+        sig.emit(asio::cancellation_type::terminal);
     });
     const auto r = guarded_run(ioc);
     CHECK_PROMPT(r);
@@ -745,10 +700,10 @@ TEST_CASE_TEMPLATE("a timer destroyed from inside another timer's handler: its f
 TEST_CASE_TEMPLATE("a timer destroyed inside its own handler: its other wait of the same "
                    "expiry completes once with success, a wait started in the handler is "
                    "aborted",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   census handlers;
   int seq = 0;
-  result r1, r2, r3;
+  outcome r1, r2, r3;
   std::size_t reset_count = 99;
   {
     asio::io_context ioc;
@@ -760,7 +715,7 @@ TEST_CASE_TEMPLATE("a timer destroyed inside its own handler: its other wait of 
       reset_count = t->expires_after(kFar);
       r3.expiry = t->expiry();
       t->async_wait(recorder(r3, handlers, seq));
-      t.reset();  // destroys the timer whose handler is running
+      t.reset(); // destroys the timer whose handler is running
     });
     t->async_wait(recorder(r2, handlers, seq));
     const auto r = guarded_run(ioc);
@@ -770,18 +725,18 @@ TEST_CASE_TEMPLATE("a timer destroyed inside its own handler: its other wait of 
   CHECK_ONCE_WITH(r1, kOk);
   CHECK_ONCE_WITH(r2, kOk);
   CHECK_ONCE_WITH(r3, kAborted);
-  CHECK(r1.order < r2.order);  // the waits of one timer complete in the order started
+  CHECK(r1.order < r2.order); // the waits of one timer complete in the order started
   CHECK(handlers.live() == 0);
 }
 
 TEST_CASE_TEMPLATE("timers destroyed by a handler of the same expiry batch, later in it: each "
                    "wait completes exactly once, with success (as asio::steady_timer does)",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   constexpr int n = 50;
   enum class kind { on_context, on_strand, with_slot };
   census handlers;
   int seq = 0;
-  std::vector<result> first(n), second(n);
+  std::vector<outcome> first(n), second(n);
   int destroyer = -1;
   std::vector<std::size_t> counts;
   {
@@ -797,32 +752,34 @@ TEST_CASE_TEMPLATE("timers destroyed by a handler of the same expiry batch, late
       // (wheel_timer only).
       auto h = [&, i, tok = census_token(handlers)](asio::error_code ec) {
         recorder(first[i], handlers, seq)(ec);
-        if (destroyer != -1) return;
+        if (destroyer != -1)
+          return;
         destroyer = i;
         for (int j = 0; j < n; ++j)
           if (j != i) {
-            counts.push_back(timers[j]->cancel_one());  // nothing pending any more: 0
+            counts.push_back(timers[j]->cancel_one()); // nothing pending any more: 0
             timers[j].reset();
           }
         // Nothing left to cancel. Only for wheel_timer (Asio 1.22's steady_timer would read
         // the destroyed timers: see kSlotSurvivesTimer).
         if constexpr (kSlotSurvivesTimer<Timer>)
-          for (auto& sig : sigs) sig.emit(asio::cancellation_type::terminal);
+          for (auto& sig : sigs)
+            sig.emit(asio::cancellation_type::terminal);
       };
       switch (k) {
-        case kind::on_context:
-          timers[i]->async_wait(std::move(h));
-          timers[i]->async_wait(recorder(second[i], handlers, seq));
-          break;
-        case kind::on_strand:
-          timers[i]->async_wait(asio::bind_executor(strand, std::move(h)));
-          timers[i]->async_wait(asio::bind_executor(strand, recorder(second[i], handlers, seq)));
-          break;
-        case kind::with_slot:
-          timers[i]->async_wait(std::move(h));
-          timers[i]->async_wait(
-              asio::bind_cancellation_slot(sigs[i].slot(), recorder(second[i], handlers, seq)));
-          break;
+      case kind::on_context:
+        timers[i]->async_wait(std::move(h));
+        timers[i]->async_wait(recorder(second[i], handlers, seq));
+        break;
+      case kind::on_strand:
+        timers[i]->async_wait(asio::bind_executor(strand, std::move(h)));
+        timers[i]->async_wait(asio::bind_executor(strand, recorder(second[i], handlers, seq)));
+        break;
+      case kind::with_slot:
+        timers[i]->async_wait(std::move(h));
+        timers[i]->async_wait(
+            asio::bind_cancellation_slot(sigs[i].slot(), recorder(second[i], handlers, seq)));
+        break;
       }
     }
     const auto r = guarded_run(ioc);
@@ -830,7 +787,8 @@ TEST_CASE_TEMPLATE("timers destroyed by a handler of the same expiry batch, late
   }
   CHECK(destroyer != -1);
   CHECK(counts.size() == static_cast<std::size_t>(n - 1));
-  for (std::size_t c : counts) CHECK(c == 0);
+  for (std::size_t c : counts)
+    CHECK(c == 0);
   CHECK(seq == 2 * n);
   for (int i = 0; i < n; ++i) {
     CAPTURE(i);
@@ -842,10 +800,10 @@ TEST_CASE_TEMPLATE("timers destroyed by a handler of the same expiry batch, late
 
 TEST_CASE_TEMPLATE("a timer destroyed from a handler after its wait was aborted but before the "
                    "abort was delivered: completes once, aborted",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   census handlers;
   int seq = 0;
-  result rb, rc;
+  outcome rb, rc;
   std::size_t n = 99;
   {
     asio::io_context ioc;
@@ -859,7 +817,7 @@ TEST_CASE_TEMPLATE("a timer destroyed from a handler after its wait was aborted 
     a.async_wait([&](asio::error_code) {
       n = b->cancel();
       b.reset();
-      c->expires_after(kFar);  // aborts c's wait too; then c is destroyed idle
+      c->expires_after(kFar); // aborts c's wait too; then c is destroyed idle
       c.reset();
     });
     const auto r = guarded_run(ioc);
@@ -877,12 +835,12 @@ TEST_CASE_TEMPLATE("a timer destroyed from a handler after its wait was aborted 
 
 TEST_CASE_TEMPLATE("a deadline at time_point::max(): pending, never completes by itself, "
                    "aborted promptly by cancel(), per-operation cancellation or destruction",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   using tp = typename Timer::time_point;
   using dur = typename Timer::duration;
   census handlers;
   int seq = 0;
-  result rmax, rafter, rslot, rdestroyed, rnear;
+  outcome rmax, rafter, rslot, rdestroyed, rnear;
   std::size_t cancelled = 99;
   {
     asio::io_context ioc;
@@ -897,7 +855,7 @@ TEST_CASE_TEMPLATE("a deadline at time_point::max(): pending, never completes by
     Timer tctor(ioc, dur::max());
     CHECK(tctor.expiry() == tp::max());
     Timer tnearly(ioc);
-    tnearly.expires_after(dur::max() - 1ms);  // now + (max - 1 ms) > max as well
+    tnearly.expires_after(dur::max() - 1ms); // now + (max - 1 ms) > max as well
     CHECK(tnearly.expiry() == tp::max());
 
     auto tdestroyed = std::make_unique<Timer>(ioc, tp::max());
@@ -940,19 +898,19 @@ TEST_CASE_TEMPLATE("a deadline at time_point::max(): pending, never completes by
 }
 
 TEST_CASE_TEMPLATE("deadlines at and towards time_point::min() complete at once, with success",
-                   Timer, FAULT_TIMER_TYPES) {
+                   Timer, TIMER_TYPES) {
   using tp = typename Timer::time_point;
   using dur = typename Timer::duration;
   census handlers;
   int seq = 0;
-  result rmin, rafter, rzero;
+  outcome rmin, rafter, rzero;
   {
     asio::io_context ioc;
     Timer tmin(ioc, tp::min());
     CHECK(tmin.expiry() == tp::min());
     Timer tafter(ioc);
     const auto before = sclock::now();
-    tafter.expires_after(dur::min());  // now + min: far in the past (no overflow: now > 0)
+    tafter.expires_after(dur::min()); // now + min: far in the past (no overflow: now > 0)
     const auto after = sclock::now();
     CHECK(tafter.expiry() >= before + dur::min());
     CHECK(tafter.expiry() <= after + dur::min());
@@ -963,7 +921,7 @@ TEST_CASE_TEMPLATE("deadlines at and towards time_point::min() complete at once,
     tmin.async_wait(recorder(rmin, handlers, seq));
     tafter.async_wait(recorder(rafter, handlers, seq));
     tzero.async_wait(recorder(rzero, handlers, seq));
-    CHECK(seq == 0);  // never inside async_wait
+    CHECK(seq == 0); // never inside async_wait
     const auto r = guarded_run(ioc);
     CHECK_PROMPT(r);
   }
@@ -981,7 +939,7 @@ TEST_CASE("wheel_timer: time_point::max() with the coarsest (60 s), an odd (7 ns
     CAPTURE(tick.count());
     census handlers;
     int seq = 0;
-    result rmax, rdue;
+    outcome rmax, rdue;
     {
       asio::io_context ioc;
       wheel_timer::set_tick(ioc, tick);
@@ -1064,12 +1022,12 @@ TEST_CASE("wheel_timer: changing the tick once the context has served a wait (pe
       CHECK(dynamic_cast<const std::invalid_argument*>(&e) == nullptr);
     }
     CAPTURE(what);
-    CHECK(what.find("first wait") != std::string::npos);  // says what is allowed
+    CHECK(what.find("first wait") != std::string::npos); // says what is allowed
     CHECK(wheel_timer::tick(ioc) == 1ms);
   };
 
   SUBCASE("a wait in the wheel") {
-    result r;
+    outcome r;
     wheel_timer t(ioc, 30ms);
     r.expiry = t.expiry();
     t.async_wait(recorder(r, handlers, seq));
@@ -1084,7 +1042,7 @@ TEST_CASE("wheel_timer: changing the tick once the context has served a wait (pe
     CHECK(r.at < r.expiry + kPrompt);
   }
   SUBCASE("an aborted wait not delivered yet") {
-    result r;
+    outcome r;
     wheel_timer t(ioc, kFar);
     r.expiry = t.expiry();
     t.async_wait(recorder(r, handlers, seq));
@@ -1095,7 +1053,7 @@ TEST_CASE("wheel_timer: changing the tick once the context has served a wait (pe
     CHECK_ONCE_WITH(r, kAborted);
   }
   SUBCASE("a wait already due, not delivered yet") {
-    result r;
+    outcome r;
     wheel_timer t(ioc, -1s);
     r.expiry = t.expiry();
     t.async_wait(recorder(r, handlers, seq));
@@ -1105,7 +1063,7 @@ TEST_CASE("wheel_timer: changing the tick once the context has served a wait (pe
     CHECK_ONCE_WITH(r, kOk);
   }
   SUBCASE("a wait through cancel_after (its deadline is a wheel wait)") {
-    result r;
+    outcome r;
     asio::steady_timer t(ioc, 20ms);
     r.expiry = t.expiry();
     t.async_wait(asio_wheel::cancel_after(kFar, recorder(r, handlers, seq)));
@@ -1130,11 +1088,11 @@ TEST_CASE("wheel_timer: a tick set before the first wait is the one used") {
   // default 1 ms tick it would take about 1 ms).
   {
     asio::io_context ioc;
-    wheel_timer::set_tick(ioc, 7ms);  // any number of times before the first wait
+    wheel_timer::set_tick(ioc, 7ms); // any number of times before the first wait
     const auto changed_at = sclock::now();
     REQUIRE_NOTHROW(wheel_timer::set_tick(ioc, 50ms));
     CHECK(wheel_timer::tick(ioc) == 50ms);
-    result r;
+    outcome r;
     wheel_timer t(ioc, 1ms);
     r.expiry = t.expiry();
     t.async_wait(recorder(r, handlers, seq));
@@ -1152,7 +1110,7 @@ TEST_CASE("wheel_timer: a tick set before the first wait is the one used") {
     CHECK(wheel_timer::tick(ioc) == 1ms);
     sclock::duration best = sclock::duration::max();
     for (int i = 0; i < 5; ++i) {
-      result r;
+      outcome r;
       wheel_timer t(ioc, 1ms);
       const auto started = sclock::now();
       r.expiry = t.expiry();
@@ -1178,10 +1136,10 @@ TEST_CASE("idle_timer::set_timeout() to a deadline the wheel has already passed 
           "the wait, and run() then returns at once") {
   census handlers;
   int seq = 0;
-  result r;
+  outcome r;
   {
     asio::io_context ioc;
-    asio_wheel::idle_timer idle(ioc, 1h);  // the driver is armed for its deadline, 1 h
+    asio_wheel::idle_timer idle(ioc, 1h); // the driver is armed for its deadline, 1 h
     asio_wheel::wheel_timer near(ioc, 20ms);
     r.expiry = idle.last_activity() + 1ms;
     idle.async_wait(recorder(r, handlers, seq));

@@ -27,86 +27,25 @@
 
 #include <doctest/doctest.h>
 
+#include "asio_test_support.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
-namespace doctest {
-
-template <>
-struct StringMaker<std::error_code> {
-  static String convert(const std::error_code& ec) {
-    const std::string s = std::string(ec.category().name()) + ":" + std::to_string(ec.value()) +
-                          " (" + ec.message() + ")";
-    return String(s.c_str());
-  }
-};
-
-template <class Rep, class Period>
-struct StringMaker<std::chrono::duration<Rep, Period>> {
-  static String convert(const std::chrono::duration<Rep, Period>& d) {
-    const auto us = std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(d);
-    return String((std::to_string(us.count() / 1000.0) + " ms").c_str());
-  }
-};
-
-template <class Clock, class Duration>
-struct StringMaker<std::chrono::time_point<Clock, Duration>> {
-  static String convert(const std::chrono::time_point<Clock, Duration>& tp) {
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch());
-    return String(("epoch+" + std::to_string(us.count()) + " us").c_str());
-  }
-};
-
-} // namespace doctest
-
 namespace {
 
 using namespace std::chrono_literals;
-using sclock = std::chrono::steady_clock;
+using namespace asio_wheel::test;
 
 constexpr auto kPrompt = 5s; // generous: TSan slows everything down
-constexpr auto kWatchdog = 20s;
-
-const asio::error_code kOk{};
-
-// Runs `ctx` on `threads` threads (this one included) with a watchdog; returns true if the
-// watchdog had to stop it.
-bool guarded_run(asio::io_context& ctx, int threads = 1, sclock::duration limit = kWatchdog) {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::atomic<bool> fired{false};
-  std::thread watchdog([&] {
-    std::unique_lock<std::mutex> lk(m);
-    if (!cv.wait_for(lk, limit, [&] { return done; })) {
-      fired = true;
-      ctx.stop();
-    }
-  });
-  std::vector<std::thread> others;
-  for (int i = 1; i < threads; ++i)
-    others.emplace_back([&] { ctx.run(); });
-  ctx.run();
-  for (auto& t : others)
-    t.join();
-  {
-    std::lock_guard<std::mutex> lk(m);
-    done = true;
-  }
-  cv.notify_all();
-  watchdog.join();
-  return fired;
-}
+constexpr auto kMtWatchdog = 20s;
 
 // A thread that touches every object of a set `rounds` times, `period` apart, recording the
 // time before each round and the longest interval between rounds.
@@ -145,12 +84,6 @@ private:
   std::thread thread_;
 };
 
-struct outcome {
-  int calls = 0;
-  asio::error_code ec;
-  sclock::time_point at{};
-};
-
 } // namespace
 
 TEST_CASE("idle_timer: touch() from another thread keeps pending waits alive; they complete "
@@ -162,16 +95,11 @@ TEST_CASE("idle_timer: touch() from another thread keeps pending waits alive; th
   std::vector<outcome> outcomes(kTimers);
   for (int i = 0; i < kTimers; ++i) {
     timers.push_back(std::make_unique<asio_wheel::idle_timer>(ctx, kTimeout));
-    auto& o = outcomes[i];
-    timers.back()->async_wait([&o](asio::error_code ec) {
-      ++o.calls;
-      o.ec = ec;
-      o.at = sclock::now();
-    });
+    timers.back()->async_wait(record(outcomes[i]));
   }
   const auto start = sclock::now();
   toucher<asio_wheel::idle_timer> t(timers, 5ms, 80); // 400 ms of touching
-  const bool timed_out = guarded_run(ctx);
+  const bool timed_out = guarded_run(ctx, kMtWatchdog).timed_out;
   t.join();
 
   CHECK_FALSE(timed_out);
@@ -200,18 +128,15 @@ TEST_CASE("idle_timer: touches from several threads while the context runs on tw
   std::atomic<int> completed{0};
   for (int i = 0; i < kTimers; ++i) {
     timers.push_back(std::make_unique<asio_wheel::idle_timer>(ctx, kTimeout));
-    auto& o = outcomes[i];
-    timers.back()->async_wait([&o, &completed](asio::error_code ec) {
-      ++o.calls;
-      o.ec = ec;
-      o.at = sclock::now();
+    timers.back()->async_wait([rec = record(outcomes[i]), &completed](asio::error_code ec) {
+      rec(ec);
       completed.fetch_add(1, std::memory_order_relaxed);
     });
   }
   const auto start = sclock::now();
   toucher<asio_wheel::idle_timer> a(timers, 4ms, 75);
   toucher<asio_wheel::idle_timer> b(timers, 7ms, 43);
-  const bool timed_out = guarded_run(ctx, 2);
+  const bool timed_out = guarded_run_threads(ctx, 2, kMtWatchdog).timed_out;
   a.join();
   b.join();
 
@@ -266,7 +191,7 @@ TEST_CASE("idle_timer: waits re-armed from their handlers while another thread t
     }
     stop.store(true, std::memory_order_relaxed);
   });
-  const bool timed_out = guarded_run(ctx);
+  const bool timed_out = guarded_run(ctx, kMtWatchdog).timed_out;
   touch_even.join();
   CHECK_FALSE(timed_out);
   int odd = 0, even = 0;
@@ -306,7 +231,7 @@ TEST_CASE("heartbeat: touch() from another thread keeps the peers quiet; silence
   for (int i = 0; i < kPeers; ++i)
     next(i);
   toucher<hb> t(peers, 5ms, 60); // 300 ms of input
-  const bool timed_out = guarded_run(ctx);
+  const bool timed_out = guarded_run(ctx, kMtWatchdog).timed_out;
   t.join();
 
   CHECK_FALSE(timed_out);

@@ -61,16 +61,15 @@
 
 #include <doctest/doctest.h>
 
+#include "asio_test_support.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <random>
 #include <string>
 #include <system_error>
@@ -80,24 +79,13 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SOAK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SOAK_SANITIZED 1
-#endif
-#endif
-
-TYPE_TO_STRING(asio::steady_timer);
-TYPE_TO_STRING(asio_wheel::wheel_timer);
-
 namespace {
 
 using namespace std::chrono_literals;
-using sclock = std::chrono::steady_clock;
+using namespace asio_wheel::test;
 using strand_type = asio::strand<asio::io_context::executor_type>;
 
-#if defined(SOAK_SANITIZED)
+#if defined(ASIO_WHEEL_TEST_SANITIZED)
 constexpr double kDefaultSeconds = 2.0;
 constexpr std::size_t kDefaultTimers = 8000;
 #else
@@ -106,8 +94,6 @@ constexpr std::size_t kDefaultTimers = 40000;
 #endif
 constexpr int kRunThreads = 4;
 constexpr int kForeignThreads = 2;
-
-const asio::error_code kAborted = asio::error::operation_aborted;
 
 // ---------------------------------------------------------------------------------------
 // Configuration
@@ -118,7 +104,7 @@ struct soak_config {
   std::size_t strands = 0;
   std::uint64_t seed = 20240611;
   std::size_t max_inflight = 4096;
-  std::size_t id_capacity = 0;  // waits that can be started (one byte each)
+  std::size_t id_capacity = 0; // waits that can be started (one byte each)
   // How long the wind-down may take (operations in flight to drain, every timer to be
   // cancelled on its strand) before the test gives up and stops the context.
   sclock::duration wind_down_limit{};
@@ -131,13 +117,16 @@ soak_config make_config() {
   soak_config c;
   if (const char* s = std::getenv("ASIO_WHEEL_SOAK_SECONDS")) {
     const double v = std::strtod(s, nullptr);
-    if (v > 0) c.seconds = v;
+    if (v > 0)
+      c.seconds = v;
   }
   if (const char* s = std::getenv("ASIO_WHEEL_SOAK_TIMERS")) {
     const unsigned long long v = std::strtoull(s, nullptr, 10);
-    if (v > 0) c.timers = static_cast<std::size_t>(v);
+    if (v > 0)
+      c.timers = static_cast<std::size_t>(v);
   }
-  if (const char* s = std::getenv("ASIO_WHEEL_SOAK_SEED")) c.seed = std::strtoull(s, nullptr, 10);
+  if (const char* s = std::getenv("ASIO_WHEEL_SOAK_SEED"))
+    c.seed = std::strtoull(s, nullptr, 10);
   c.timers = std::max<std::size_t>(c.timers, 64);
   c.strands = std::clamp<std::size_t>(c.timers / 64, 16, 512);
   const double ids = static_cast<double>(c.timers) * 4 + c.seconds * 3e6;
@@ -152,19 +141,19 @@ soak_config make_config() {
 // Shared counters (atomics: handlers run on all 4 run threads).
 
 enum op_kind : int {
-  k_arm,         // async_wait, 1 or 2 waits, sometimes after a new expiry
-  k_reset,       // expires_after() on the (maybe pending) timer, then a new wait
-  k_cancel,      // cancel()
-  k_cancel_one,  // cancel_one()
-  k_emit,        // per-operation cancellation of a random pending wait of the strand
-  k_move,        // move the timer to another slot (construct or assign)
-  k_destroy,     // destroy the timer
-  k_spread,      // post two more operations to random strands
+  k_arm,        // async_wait, 1 or 2 waits, sometimes after a new expiry
+  k_reset,      // expires_after() on the (maybe pending) timer, then a new wait
+  k_cancel,     // cancel()
+  k_cancel_one, // cancel_one()
+  k_emit,       // per-operation cancellation of a random pending wait of the strand
+  k_move,       // move the timer to another slot (construct or assign)
+  k_destroy,    // destroy the timer
+  k_spread,     // post two more operations to random strands
   k_count
 };
 
-const char* const op_names[k_count] = {"arm", "reset", "cancel", "cancel_one",
-                                       "emit", "move", "destroy", "spread"};
+const char* const op_names[k_count] = {"arm",  "reset", "cancel",  "cancel_one",
+                                       "emit", "move",  "destroy", "spread"};
 
 enum wait_flavor : int { f_plain, f_slot, f_cancel_after, f_cancel_after_slot, f_count };
 
@@ -173,7 +162,7 @@ struct soak_stats {
       : capacity(cap), calls(new std::atomic<std::uint8_t>[cap]()) {}
 
   const std::size_t capacity;
-  std::unique_ptr<std::atomic<std::uint8_t>[]> calls;  // completions per wait id
+  std::unique_ptr<std::atomic<std::uint8_t>[]> calls; // completions per wait id
   std::atomic<std::uint64_t> next_id{0};
   std::atomic<long long> ids_exhausted{0};
   std::atomic<long long> handlers_created{0};
@@ -189,7 +178,7 @@ struct soak_stats {
   std::atomic<long long> emitted{0};
   std::atomic<long long> issued_by_run_threads{0};
   std::atomic<long long> issued_by_foreign_threads{0};
-  std::atomic<long long> inflight{0};       // operations posted and not yet run
+  std::atomic<long long> inflight{0}; // operations posted and not yet run
   std::atomic<bool> stopping{false};
 
   std::size_t started() const {
@@ -199,8 +188,12 @@ struct soak_stats {
 
 // Owned by every handler: counts every construction (copies and moves too) and destruction.
 struct tracker {
-  explicit tracker(soak_stats& s) : s_(&s) { s_->handlers_created.fetch_add(1, std::memory_order_relaxed); }
-  tracker(const tracker& o) : s_(o.s_) { s_->handlers_created.fetch_add(1, std::memory_order_relaxed); }
+  explicit tracker(soak_stats& s) : s_(&s) {
+    s_->handlers_created.fetch_add(1, std::memory_order_relaxed);
+  }
+  tracker(const tracker& o) : s_(o.s_) {
+    s_->handlers_created.fetch_add(1, std::memory_order_relaxed);
+  }
   tracker& operator=(const tracker&) = delete;
   ~tracker() { s_->handlers_destroyed.fetch_add(1, std::memory_order_relaxed); }
   soak_stats* s_;
@@ -226,10 +219,11 @@ class soak {
   // Everything of one strand; touched only on that strand (and by the main thread before
   // the run threads start and after they have all returned).
   struct strand_state {
-    strand_state(asio::io_context& ioc, std::uint64_t seed) : strand(asio::make_strand(ioc)), rng(seed) {}
+    strand_state(asio::io_context& ioc, std::uint64_t seed)
+        : strand(asio::make_strand(ioc)), rng(seed) {}
     strand_type strand;
-    std::vector<std::unique_ptr<Timer>> timers;  // a slot is empty after k_destroy
-    std::vector<sig_entry> sigs;                 // pending waits with a cancellation slot
+    std::vector<std::unique_ptr<Timer>> timers; // a slot is empty after k_destroy
+    std::vector<sig_entry> sigs;                // pending waits with a cancellation slot
     std::unordered_map<std::uint64_t, std::size_t> sig_index;
     std::mt19937_64 rng;
   };
@@ -250,7 +244,8 @@ public:
       stats_.inflight.fetch_add(1);
       asio::post(st->strand, [this, s = st.get()] {
         if (!stats_.stopping)
-          for (std::size_t i = 0; i < s->timers.size(); ++i) arm(*s, i, true);
+          for (std::size_t i = 0; i < s->timers.size(); ++i)
+            arm(*s, i, true);
         stats_.inflight.fetch_sub(1);
       });
     }
@@ -284,7 +279,8 @@ public:
       asio::post(st->strand, [s = st.get(), done] {
         for (std::size_t i = 0; i < s->timers.size(); ++i) {
           auto& t = s->timers[i];
-          if (!t) continue;
+          if (!t)
+            continue;
           // steady_timer: odd slots carry cancellation slots, so they stay alive until
           // the end; all their waits are cancelled here.
           if ((restricted && i % 2 == 1) || s->rng() % 2 == 0)
@@ -296,7 +292,8 @@ public:
       });
     const auto deadline = sclock::now() + limit;
     while (done->load() < strands_.size()) {
-      if (sclock::now() > deadline) return false;
+      if (sclock::now() > deadline)
+        return false;
       std::this_thread::sleep_for(1ms);
     }
     return true;
@@ -305,16 +302,19 @@ public:
   // After every run() has returned.
   std::size_t pending_signals() const {
     std::size_t n = 0;
-    for (const auto& st : strands_) n += st->sigs.size();
+    for (const auto& st : strands_)
+      n += st->sigs.size();
     return n;
   }
   // Destroys the timers and the strands (which must go before the context); the signals
   // move to `keep`, which outlives the context: if the watchdog had to stop it, waits
   // with a cancellation slot may still be queued, and are destroyed with it.
   void destroy_timers(std::vector<std::unique_ptr<asio::cancellation_signal>>& keep) {
-    for (auto& st : strands_) st->timers.clear();
     for (auto& st : strands_)
-      for (auto& e : st->sigs) keep.push_back(std::move(e.sig));
+      st->timers.clear();
+    for (auto& st : strands_)
+      for (auto& e : st->sigs)
+        keep.push_back(std::move(e.sig));
     strands_.clear();
   }
 
@@ -323,21 +323,29 @@ private:
   static sclock::duration random_delay(Rng& rng) {
     const auto r = rng() % 100;
     const auto us = [&](int lo, int hi) {
-      return std::chrono::microseconds(lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1)));
+      return std::chrono::microseconds(
+          lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1)));
     };
-    if (r < 5) return -us(0, 5000);  // already passed
-    if (r < 10) return 0us;
-    if (r < 45) return us(0, 2000);
-    if (r < 75) return us(2000, 20000);
-    if (r < 90) return us(20000, 300000);
-    return 1h;  // ended only by a cancel, reset, move-assign, destruction or deadline
+    if (r < 5)
+      return -us(0, 5000); // already passed
+    if (r < 10)
+      return 0us;
+    if (r < 45)
+      return us(0, 2000);
+    if (r < 75)
+      return us(2000, 20000);
+    if (r < 90)
+      return us(20000, 300000);
+    return 1h; // ended only by a cancel, reset, move-assign, destruction or deadline
   }
 
   template <class Rng>
   static sclock::duration random_timeout(Rng& rng) {
     const auto r = rng() % 100;
-    if (r < 50) return std::chrono::microseconds(rng() % 10000);
-    if (r < 80) return std::chrono::microseconds(10000 + rng() % 90000);
+    if (r < 50)
+      return std::chrono::microseconds(rng() % 10000);
+    if (r < 80)
+      return std::chrono::microseconds(10000 + rng() % 90000);
     return 1h;
   }
 
@@ -346,7 +354,8 @@ private:
 
   // On the strand.
   void execute(strand_state& st) {
-    if (stats_.stopping) return;
+    if (stats_.stopping)
+      return;
     auto& rng = st.rng;
     const std::size_t i = rng() % st.timers.size();
     const auto r = rng() % 100;
@@ -361,56 +370,61 @@ private:
     stats_.ops[kind].fetch_add(1, std::memory_order_relaxed);
     auto& t = st.timers[i];
     switch (kind) {
-      case k_arm:
-        arm(st, i, rng() % 5 < 2);
+    case k_arm:
+      arm(st, i, rng() % 5 < 2);
+      break;
+    case k_reset:
+      if (!t)
         break;
-      case k_reset:
-        if (!t) break;
-        t->expires_after(random_delay(rng));
-        start_wait(st, i);
+      t->expires_after(random_delay(rng));
+      start_wait(st, i);
+      break;
+    case k_cancel:
+      if (t)
+        t->cancel();
+      break;
+    case k_cancel_one:
+      if (t)
+        t->cancel_one();
+      break;
+    case k_emit: {
+      if (st.sigs.empty())
         break;
-      case k_cancel:
-        if (t) t->cancel();
-        break;
-      case k_cancel_one:
-        if (t) t->cancel_one();
-        break;
-      case k_emit: {
-        if (st.sigs.empty()) break;
-        auto& e = st.sigs[rng() % st.sigs.size()];
-        static constexpr asio::cancellation_type_t types[] = {
-            asio::cancellation_type::terminal, asio::cancellation_type::partial,
-            asio::cancellation_type::total, asio::cancellation_type::none};
-        e.sig->emit(types[rng() % 4]);  // `none` cancels nothing
-        stats_.emitted.fetch_add(1, std::memory_order_relaxed);
-        break;
+      auto& e = st.sigs[rng() % st.sigs.size()];
+      static constexpr asio::cancellation_type_t types[] = {
+          asio::cancellation_type::terminal, asio::cancellation_type::partial,
+          asio::cancellation_type::total, asio::cancellation_type::none};
+      e.sig->emit(types[rng() % 4]); // `none` cancels nothing
+      stats_.emitted.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    case k_move: {
+      std::size_t j = rng() % st.timers.size();
+      std::size_t from = i;
+      if (restricted) { // even slots only
+        from &= ~std::size_t{1};
+        j &= ~std::size_t{1};
       }
-      case k_move: {
-        std::size_t j = rng() % st.timers.size();
-        std::size_t from = i;
-        if (restricted) {  // even slots only
-          from &= ~std::size_t{1};
-          j &= ~std::size_t{1};
-        }
-        if (from == j || !st.timers[from]) break;
-        if (st.timers[j])
-          *st.timers[j] = std::move(*st.timers[from]);  // aborts j's waits, takes from's
-        else
-          st.timers[j] = std::make_unique<Timer>(std::move(*st.timers[from]));
+      if (from == j || !st.timers[from])
         break;
-      }
-      case k_destroy:
-        if (may_move_or_destroy(i))
-          t.reset();
-        else if (t)
-          t->cancel();
-        break;
-      case k_spread:
-        issue(rng);
-        issue(rng);
-        break;
-      default:
-        break;
+      if (st.timers[j])
+        *st.timers[j] = std::move(*st.timers[from]); // aborts j's waits, takes from's
+      else
+        st.timers[j] = std::make_unique<Timer>(std::move(*st.timers[from]));
+      break;
+    }
+    case k_destroy:
+      if (may_move_or_destroy(i))
+        t.reset();
+      else if (t)
+        t->cancel();
+      break;
+    case k_spread:
+      issue(rng);
+      issue(rng);
+      break;
+    default:
+      break;
     }
   }
 
@@ -421,16 +435,17 @@ private:
       t = std::make_unique<Timer>(ioc_);
       new_expiry = true;
     }
-    if (new_expiry) t->expires_after(random_delay(st.rng));
+    if (new_expiry)
+      t->expires_after(random_delay(st.rng));
     start_wait(st, i);
-    if (st.rng() % 5 == 0) start_wait(st, i);
+    if (st.rng() % 5 == 0)
+      start_wait(st, i);
   }
 
   // On the strand.
   void start_wait(strand_state& st, std::size_t i) {
     Timer& t = *st.timers[i];
-    const auto flavor =
-        may_carry_slot(i) ? static_cast<wait_flavor>(st.rng() % f_count) : f_plain;
+    const auto flavor = may_carry_slot(i) ? static_cast<wait_flavor>(st.rng() % f_count) : f_plain;
     const std::uint64_t id = stats_.next_id.fetch_add(1);
     if (id >= stats_.capacity) {
       stats_.ids_exhausted.fetch_add(1, std::memory_order_relaxed);
@@ -450,21 +465,21 @@ private:
       sig = st.sigs.back().sig.get();
     }
     switch (flavor) {
-      case f_plain:
-        t.async_wait(std::move(handler));
-        break;
-      case f_slot:
-        t.async_wait(asio::bind_cancellation_slot(sig->slot(), std::move(handler)));
-        break;
-      case f_cancel_after:
-        t.async_wait(asio_wheel::cancel_after(random_timeout(st.rng), std::move(handler)));
-        break;
-      case f_cancel_after_slot:
-        t.async_wait(asio_wheel::cancel_after(
-            random_timeout(st.rng), asio::bind_cancellation_slot(sig->slot(), std::move(handler))));
-        break;
-      default:
-        break;
+    case f_plain:
+      t.async_wait(std::move(handler));
+      break;
+    case f_slot:
+      t.async_wait(asio::bind_cancellation_slot(sig->slot(), std::move(handler)));
+      break;
+    case f_cancel_after:
+      t.async_wait(asio_wheel::cancel_after(random_timeout(st.rng), std::move(handler)));
+      break;
+    case f_cancel_after_slot:
+      t.async_wait(asio_wheel::cancel_after(
+          random_timeout(st.rng), asio::bind_cancellation_slot(sig->slot(), std::move(handler))));
+      break;
+    default:
+      break;
     }
   }
 
@@ -472,11 +487,14 @@ private:
   void completed(strand_state& st, std::uint64_t id, sclock::time_point expiry, bool has_sig,
                  const asio::error_code& ec) {
     const auto now = sclock::now();
-    if (!st.strand.running_in_this_thread()) stats_.off_strand.fetch_add(1);
-    if (stats_.calls[id].fetch_add(1) != 0) stats_.twice.fetch_add(1);
+    if (!st.strand.running_in_this_thread())
+      stats_.off_strand.fetch_add(1);
+    if (stats_.calls[id].fetch_add(1) != 0)
+      stats_.twice.fetch_add(1);
     if (!ec) {
       stats_.succeeded.fetch_add(1, std::memory_order_relaxed);
-      if (now < expiry) stats_.early.fetch_add(1);
+      if (now < expiry)
+        stats_.early.fetch_add(1);
     } else if (ec == kAborted) {
       stats_.aborted.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -496,7 +514,8 @@ private:
       }
     }
     // Operations come from the run threads too.
-    if (st.rng() % 2 == 0) issue(st.rng);
+    if (st.rng() % 2 == 0)
+      issue(st.rng);
   }
 
   asio::io_context& ioc_;
@@ -505,54 +524,12 @@ private:
   std::vector<std::unique_ptr<strand_state>> strands_;
 };
 
-// Runs the io_context on kRunThreads threads; join() releases the work guard and waits for
-// all of them to return, stopping the context after a limit.
-class run_threads {
-public:
-  explicit run_threads(asio::io_context& ioc) : ioc_(ioc), guard_(ioc.get_executor()) {
-    for (int i = 0; i < kRunThreads; ++i)
-      threads_.emplace_back([this] {
-        ioc_.run();
-        const std::lock_guard<std::mutex> lk(m_);
-        ++returned_;
-        cv_.notify_all();
-      });
-  }
-  run_threads(const run_threads&) = delete;
-  run_threads& operator=(const run_threads&) = delete;
-  ~run_threads() { join(30s); }
-
-  // Returns how many run() calls had returned by themselves before the limit.
-  int join(sclock::duration limit) {
-    if (threads_.empty()) return returned_by_themselves_;
-    guard_.reset();
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      cv_.wait_for(lk, limit, [&] { return returned_ == kRunThreads; });
-      returned_by_themselves_ = returned_;
-      if (returned_ != kRunThreads) ioc_.stop();
-    }
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    return returned_by_themselves_;
-  }
-
-private:
-  asio::io_context& ioc_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
-  std::vector<std::thread> threads_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  int returned_ = 0;
-  int returned_by_themselves_ = 0;
-};
-
 template <class Timer>
 void run_soak(const std::string& name) {
   const soak_config cfg = make_config();
-  MESSAGE(name << ": " << cfg.timers << " timers on " << cfg.strands << " strands, "
-               << cfg.seconds << " s, seed " << cfg.seed << ", " << kRunThreads
-               << " run threads, " << kForeignThreads << " foreign threads");
+  MESSAGE(name << ": " << cfg.timers << " timers on " << cfg.strands << " strands, " << cfg.seconds
+               << " s, seed " << cfg.seed << ", " << kRunThreads << " run threads, "
+               << kForeignThreads << " foreign threads");
   soak_stats stats(cfg.id_capacity);
   int returned = 0;
   bool drained = false, cancelled = false;
@@ -563,7 +540,7 @@ void run_soak(const std::string& name) {
     asio::io_context ioc;
     soak<Timer> s(ioc, cfg, stats);
     {
-      run_threads run(ioc);
+      runner_threads run(ioc, kRunThreads, 30s);
       s.start();
 
       std::vector<std::thread> foreign;
@@ -573,7 +550,8 @@ void run_soak(const std::string& name) {
           std::mt19937_64 rng(cfg.seed + 1000 + static_cast<std::uint64_t>(f));
           while (!stats.stopping) {
             if (stats.inflight.load() < static_cast<long long>(cfg.max_inflight) / 2)
-              for (int k = 0; k < 256; ++k) s.issue(rng);
+              for (int k = 0; k < 256; ++k)
+                s.issue(rng);
             std::this_thread::sleep_for(100us);
           }
         });
@@ -582,14 +560,16 @@ void run_soak(const std::string& name) {
 
       // Wind down: no new operations; let those in flight run; cancel everything left.
       stats.stopping = true;
-      for (auto& t : foreign) t.join();
+      for (auto& t : foreign)
+        t.join();
       const auto drain_deadline = sclock::now() + cfg.wind_down_limit;
       while (stats.inflight.load() != 0 && sclock::now() < drain_deadline)
         std::this_thread::sleep_for(1ms);
       drained = stats.inflight.load() == 0;
       cancelled = drained && s.cancel_everything(cfg.wind_down_limit);
       const auto t0 = sclock::now();
-      returned = run.join(cancelled ? cfg.prompt : 1s);
+      run.join(cancelled ? cfg.prompt : 1s);
+      returned = run.returned_by_themselves();
       wind_down = sclock::now() - t0;
     }
     signals_left = s.pending_signals();
@@ -600,25 +580,27 @@ void run_soak(const std::string& name) {
   std::size_t never = 0, twice = 0;
   for (std::size_t id = 0; id < started; ++id) {
     const auto c = stats.calls[id].load();
-    if (c == 0) ++never;
-    if (c > 1) ++twice;
+    if (c == 0)
+      ++never;
+    if (c > 1)
+      ++twice;
   }
   std::string ops;
   for (int k = 0; k < k_count; ++k)
     ops += std::string(k ? ", " : "") + op_names[k] + " " + std::to_string(stats.ops[k].load());
-  MESSAGE(name << ": " << started << " waits (plain " << stats.flavors[f_plain].load()
-               << ", slot " << stats.flavors[f_slot].load() << ", cancel_after "
+  MESSAGE(name << ": " << started << " waits (plain " << stats.flavors[f_plain].load() << ", slot "
+               << stats.flavors[f_slot].load() << ", cancel_after "
                << stats.flavors[f_cancel_after].load() << ", cancel_after+slot "
                << stats.flavors[f_cancel_after_slot].load() << "): " << stats.succeeded.load()
-               << " succeeded, " << stats.aborted.load() << " aborted; operations: " << ops
-               << "; " << stats.emitted.load() << " emits; run() returned "
+               << " succeeded, " << stats.aborted.load() << " aborted; operations: " << ops << "; "
+               << stats.emitted.load() << " emits; run() returned "
                << std::chrono::duration_cast<std::chrono::milliseconds>(wind_down).count()
                << " ms after the last cancel; operations issued by the run threads "
                << stats.issued_by_run_threads.load() << ", by the foreign threads "
                << stats.issued_by_foreign_threads.load());
   if (stats.ids_exhausted > 0)
-    MESSAGE(stats.ids_exhausted.load() << " waits not started: id space (" << cfg.id_capacity
-                                       << ") used up");
+    MESSAGE(stats.ids_exhausted.load()
+            << " waits not started: id space (" << cfg.id_capacity << ") used up");
 
   CHECK(drained);
   CHECK(cancelled);
@@ -640,11 +622,11 @@ void run_soak(const std::string& name) {
   CHECK(stats.issued_by_foreign_threads > 0);
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE_TEMPLATE("soak: 4 run threads and 2 foreign threads; random arm, cancel, cancel_one, "
                    "reset, per-operation cancellation, cancel_after, move and destroy; every "
                    "wait completes exactly once, nothing leaks, run() returns",
-                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+                   Timer, TIMER_TYPES) {
   run_soak<Timer>(std::is_same_v<Timer, asio::steady_timer> ? "steady_timer" : "wheel_timer");
 }

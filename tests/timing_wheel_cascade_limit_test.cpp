@@ -48,9 +48,8 @@ struct twin {
 std::vector<int> drain(twin& t, tick_type now, std::size_t budget, int& calls) {
   std::vector<int> out;
   for (calls = 1;; ++calls) {
-    const bool done = t.wheel.advance(now, budget, [&](wheel_node& n) {
-      out.push_back(static_cast<node&>(n).id);
-    });
+    const bool done = t.wheel.advance(
+        now, budget, [&](wheel_node& n) { out.push_back(static_cast<node&>(n).id); });
     t.wheel.check_invariants();
     if (const auto next = t.wheel.next_expiry(); !done)
       REQUIRE(next.has_value());
@@ -81,10 +80,18 @@ TEST_CASE("a cascade limit changes neither the set nor the order of expiries") {
         const tick_type now = plain.wheel.now();
         tick_type d = 0;
         switch (rng() % 4) {
-          case 0: d = now + rng() % 70; break;
-          case 1: d = now + rng() % 300'000; break;
-          case 2: d = now + (rng() >> (20 + rng() % 40)); break;
-          default: d = now - std::min<tick_type>(now, rng() % 50); break;
+        case 0:
+          d = now + rng() % 70;
+          break;
+        case 1:
+          d = now + rng() % 300'000;
+          break;
+        case 2:
+          d = now + (rng() >> (20 + rng() % 40));
+          break;
+        default:
+          d = now - std::min<tick_type>(now, rng() % 50);
+          break;
         }
         plain.wheel.insert(plain.nodes[i], d);
         limited.wheel.insert(limited.nodes[i], d);

@@ -31,14 +31,14 @@
 
 #include <doctest/doctest.h>
 
+#include "asio_test_support.hpp"
+
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <future>
 #include <latch>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <system_error>
@@ -46,48 +46,36 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__)
-#define ASIO_WHEEL_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ASIO_WHEEL_TEST_TSAN 1
-#endif
-#endif
-
-TYPE_TO_STRING(asio::steady_timer);
-TYPE_TO_STRING(asio_wheel::wheel_timer);
-
 namespace {
 
 using namespace std::chrono_literals;
-using sclock = std::chrono::steady_clock;
+using namespace asio_wheel::test;
 
 #if defined(ASIO_WHEEL_TEST_TSAN)
-constexpr int kScale = 3;  // TSan: fewer rounds
+constexpr int kScale = 3; // TSan: fewer rounds
 constexpr auto kPrompt = 5s;
 #else
 constexpr int kScale = 1;
 constexpr auto kPrompt = 2s;
 #endif
-constexpr auto kFar = 10s;
-constexpr auto kWatchdog = 30s;
+constexpr auto kMtWatchdog = 30s;
 constexpr int kRunners = 4;
-
-const asio::error_code kAborted = asio::error::operation_aborted;
 
 using strand_type = asio::strand<asio::io_context::executor_type>;
 
 // Shared counters. Everything here is atomic: handlers run on any of the runner threads.
 struct mt_stats {
   explicit mt_stats(std::size_t n) : invocations(new std::atomic<int>[n]), capacity(n) {
-    for (std::size_t i = 0; i < n; ++i) invocations[i] = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      invocations[i] = 0;
   }
 
   // Reserves an id for a new wait; false once the id space is used up (then the caller
   // starts no wait).
   bool new_id(std::size_t& id) {
     id = next_id++;
-    if (id < capacity) return true;
+    if (id < capacity)
+      return true;
     ++overflow;
     return false;
   }
@@ -103,10 +91,10 @@ struct mt_stats {
   std::atomic<long> other_errors{0};
   std::atomic<long> early{0};
   std::atomic<long> off_strand{0};
-  std::atomic<long> expected_aborted{0};  // sum of what cancel/cancel_one/expires_* returned
-  std::atomic<long> counted_aborted{0};   // aborted waits that those calls account for
+  std::atomic<long> expected_aborted{0}; // sum of what cancel/cancel_one/expires_* returned
+  std::atomic<long> counted_aborted{0};  // aborted waits that those calls account for
   std::atomic<long> live_handlers{0};
-  std::atomic<long> inconsistent{0};      // per-iteration count/outcome mismatches
+  std::atomic<long> inconsistent{0}; // per-iteration count/outcome mismatches
   std::atomic<long> timeouts{0};
 };
 
@@ -119,61 +107,15 @@ struct live_token {
   mt_stats* s_;
 };
 
-// Runs `ioc` on kRunners threads until released; stop() after the watchdog limit.
-class runners {
-public:
-  explicit runners(asio::io_context& ioc) : ioc_(ioc), guard_(asio::make_work_guard(ioc)) {
-    for (int i = 0; i < kRunners; ++i)
-      threads_.emplace_back([this] {
-        ioc_.run();
-        const std::lock_guard<std::mutex> lk(m_);
-        if (++returned_ == kRunners) {
-          all_returned_at_ = sclock::now();
-          cv_.notify_all();
-        }
-      });
-  }
-  runners(const runners&) = delete;
-  runners& operator=(const runners&) = delete;
-  ~runners() { join(); }
-
-  // Lets run() return once no work is left; waits for all runner threads (stopping the
-  // context after the watchdog limit). Returns false if the watchdog had to stop it.
-  bool join(sclock::duration limit = kWatchdog) {
-    if (threads_.empty()) return !timed_out_;
-    guard_.reset();
-    {
-      std::unique_lock<std::mutex> lk(m_);
-      if (!cv_.wait_for(lk, limit, [&] { return returned_ == kRunners; })) {
-        timed_out_ = true;
-        ioc_.stop();
-      }
-    }
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    return !timed_out_;
-  }
-
-  sclock::time_point all_returned_at() const { return all_returned_at_; }
-
-private:
-  asio::io_context& ioc_;
-  asio::executor_work_guard<asio::io_context::executor_type> guard_;
-  std::vector<std::thread> threads_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  int returned_ = 0;
-  bool timed_out_ = false;
-  sclock::time_point all_returned_at_{};
-};
-
 void check_every_wait_completed_once(const mt_stats& s) {
   const std::size_t n = s.started();
   std::size_t never = 0, twice = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const int c = s.invocations[i].load();
-    if (c == 0) ++never;
-    if (c > 1) ++twice;
+    if (c == 0)
+      ++never;
+    if (c > 1)
+      ++twice;
   }
   CHECK(n > 0);
   CHECK(never == 0);
@@ -205,13 +147,13 @@ struct chain {
 };
 
 enum chain_mode : int {
-  m_plain,          // one wait
-  m_cancel,         // three waits, cancel()
-  m_cancel_one,     // two waits, cancel_one()
-  m_expires,        // two waits, expires_after() aborts them, one more wait
-  m_move,           // two waits, the timer is moved to a new object
-  m_slot,           // a wait with a slot and a plain one; the slot is emitted on the strand
-  m_destroy,        // two waits, the timer is destroyed and replaced
+  m_plain,      // one wait
+  m_cancel,     // three waits, cancel()
+  m_cancel_one, // two waits, cancel_one()
+  m_expires,    // two waits, expires_after() aborts them, one more wait
+  m_move,       // two waits, the timer is moved to a new object
+  m_slot,       // a wait with a slot and a plain one; the slot is emitted on the strand
+  m_destroy,    // two waits, the timer is destroyed and replaced
   m_count
 };
 
@@ -228,11 +170,18 @@ public:
   // A foreign intervention, run on the chain's strand. Skipped in the rounds whose aborts
   // are not accounted by return values (per-operation cancellation, destruction).
   void intervene(chain<Timer>& c, int what, sclock::duration d) {
-    if (c.mode == m_slot || c.mode == m_destroy) return;
+    if (c.mode == m_slot || c.mode == m_destroy)
+      return;
     switch (what) {
-      case 0: stats_.expected_aborted += static_cast<long>(c.timer->cancel()); break;
-      case 1: stats_.expected_aborted += static_cast<long>(c.timer->cancel_one()); break;
-      default: stats_.expected_aborted += static_cast<long>(c.timer->expires_after(d)); break;
+    case 0:
+      stats_.expected_aborted += static_cast<long>(c.timer->cancel());
+      break;
+    case 1:
+      stats_.expected_aborted += static_cast<long>(c.timer->cancel_one());
+      break;
+    default:
+      stats_.expected_aborted += static_cast<long>(c.timer->expires_after(d));
+      break;
     }
   }
 
@@ -245,22 +194,27 @@ private:
 
   void start_wait(chain<Timer>& c, bool counted, bool with_slot = false) {
     std::size_t id = 0;
-    if (!stats_.new_id(id)) return;
+    if (!stats_.new_id(id))
+      return;
     ++c.pending;
     const auto expiry = c.timer->expiry();
     auto handler = [this, &c, id, expiry, counted, tok = live_token(stats_)](asio::error_code ec) {
       ++stats_.invocations[id];
-      if (!c.strand.running_in_this_thread()) ++stats_.off_strand;
+      if (!c.strand.running_in_this_thread())
+        ++stats_.off_strand;
       if (!ec) {
         ++stats_.succeeded;
-        if (sclock::now() < expiry) ++stats_.early;
+        if (sclock::now() < expiry)
+          ++stats_.early;
       } else if (ec == kAborted) {
         ++stats_.aborted;
-        if (counted) ++stats_.counted_aborted;
+        if (counted)
+          ++stats_.counted_aborted;
       } else {
         ++stats_.other_errors;
       }
-      if (--c.pending == 0) next_round(c);
+      if (--c.pending == 0)
+        next_round(c);
     };
     if (with_slot)
       c.timer->async_wait(
@@ -282,48 +236,49 @@ private:
     Timer& t = *c.timer;
     add_expected(t.expires_after(random_delay(c)));
     switch (c.mode) {
-      case m_plain:
+    case m_plain:
+      start_wait(c, true);
+      break;
+    case m_cancel:
+      for (int i = 0; i < 3; ++i)
         start_wait(c, true);
-        break;
-      case m_cancel:
-        for (int i = 0; i < 3; ++i) start_wait(c, true);
-        add_expected(t.cancel());
-        break;
-      case m_cancel_one:
-        start_wait(c, true);
-        start_wait(c, true);
-        add_expected(t.cancel_one());
-        break;
-      case m_expires:
-        start_wait(c, true);
-        start_wait(c, true);
-        add_expected(t.expires_after(random_delay(c)));
-        start_wait(c, true);
-        break;
-      case m_move:
-        start_wait(c, true);
-        start_wait(c, true);
-        c.timer = std::make_unique<Timer>(std::move(t));
-        break;
-      case m_slot: {
-        start_wait(c, false, true);
-        start_wait(c, true);
-        static const asio::cancellation_type_t types[] = {asio::cancellation_type::terminal,
-                                                          asio::cancellation_type::partial,
-                                                          asio::cancellation_type::total};
-        const auto type = types[std::uniform_int_distribution<int>(0, 2)(c.rng)];
-        asio::post(c.strand, [&c, type] { c.sig.emit(type); });
-        break;
-      }
-      case m_destroy:
-        start_wait(c, false);
-        start_wait(c, false);
-        c.timer = std::make_unique<Timer>(ioc_);
-        break;
-      default:
-        break;
+      add_expected(t.cancel());
+      break;
+    case m_cancel_one:
+      start_wait(c, true);
+      start_wait(c, true);
+      add_expected(t.cancel_one());
+      break;
+    case m_expires:
+      start_wait(c, true);
+      start_wait(c, true);
+      add_expected(t.expires_after(random_delay(c)));
+      start_wait(c, true);
+      break;
+    case m_move:
+      start_wait(c, true);
+      start_wait(c, true);
+      c.timer = std::make_unique<Timer>(std::move(t));
+      break;
+    case m_slot: {
+      start_wait(c, false, true);
+      start_wait(c, true);
+      static const asio::cancellation_type_t types[] = {asio::cancellation_type::terminal,
+                                                        asio::cancellation_type::partial,
+                                                        asio::cancellation_type::total};
+      const auto type = types[std::uniform_int_distribution<int>(0, 2)(c.rng)];
+      asio::post(c.strand, [&c, type] { c.sig.emit(type); });
+      break;
     }
-    if (c.pending == 0) {  // id space exhausted: end this chain
+    case m_destroy:
+      start_wait(c, false);
+      start_wait(c, false);
+      c.timer = std::make_unique<Timer>(ioc_);
+      break;
+    default:
+      break;
+    }
+    if (c.pending == 0) { // id space exhausted: end this chain
       c.rounds_left = 0;
       asio::post(c.strand, [this, &c] { next_round(c); });
     }
@@ -333,11 +288,11 @@ private:
   mt_stats& stats_;
 };
 
-}  // namespace
+} // namespace
 
 TEST_CASE_TEMPLATE("4 threads: a strand per timer; waits, cancels, expiry changes, moves, "
                    "per-operation cancellation and destruction, also from foreign threads",
-                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+                   Timer, TIMER_TYPES) {
   const int n_chains = 12;
   const int rounds = 120 / kScale;
   const int foreign_threads = 2;
@@ -351,8 +306,9 @@ TEST_CASE_TEMPLATE("4 threads: a strand per timer; waits, cancels, expiry change
       chains.push_back(std::make_unique<chain<Timer>>(ioc, 1000u + static_cast<unsigned>(i)));
     chain_driver<Timer> driver(ioc, stats);
 
-    runners run(ioc);
-    for (auto& c : chains) driver.start(*c, rounds);
+    runner_threads run(ioc, kRunners, kMtWatchdog);
+    for (auto& c : chains)
+      driver.start(*c, rounds);
 
     std::vector<std::thread> foreign;
     for (int f = 0; f < foreign_threads; ++f)
@@ -363,11 +319,13 @@ TEST_CASE_TEMPLATE("4 threads: a strand per timer; waits, cancels, expiry change
               std::chrono::microseconds(std::uniform_int_distribution<int>(0, 800)(rng)));
           auto& c = *chains[std::uniform_int_distribution<std::size_t>(0, chains.size() - 1)(rng)];
           const int what = std::uniform_int_distribution<int>(0, 2)(rng);
-          const auto d = std::chrono::microseconds(std::uniform_int_distribution<int>(0, 3000)(rng));
+          const auto d =
+              std::chrono::microseconds(std::uniform_int_distribution<int>(0, 3000)(rng));
           asio::post(c.strand, [&driver, &c, what, d] { driver.intervene(c, what, d); });
         }
       });
-    for (auto& t : foreign) t.join();
+    for (auto& t : foreign)
+      t.join();
 
     const bool finished = run.join();
     CHECK_MESSAGE(finished, "the io_context had to be stopped by the watchdog");
@@ -390,17 +348,17 @@ struct iteration {
   std::promise<void> done;
 };
 
-}  // namespace
+} // namespace
 
 TEST_CASE_TEMPLATE("4 threads run the context while foreign threads own timers and wait, "
                    "cancel and change expiries directly",
-                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+                   Timer, TIMER_TYPES) {
   const int owners = 3;
   const int iterations = 150 / kScale;
   mt_stats stats(static_cast<std::size_t>(owners) * iterations * 3 + 16);
   {
     asio::io_context ioc;
-    runners run(ioc);
+    runner_threads run(ioc, kRunners, kMtWatchdog);
 
     std::vector<std::thread> threads;
     for (int f = 0; f < owners; ++f)
@@ -418,52 +376,55 @@ TEST_CASE_TEMPLATE("4 threads run the context while foreign threads own timers a
           auto wait = [&](int k) {
             std::size_t id = 0;
             if (!stats.new_id(id)) {
-              if (--it->remaining == 0) it->done.set_value();
+              if (--it->remaining == 0)
+                it->done.set_value();
               return;
             }
             const auto expiry = timer->expiry();
-            timer->async_wait([&stats, it, k, id, expiry,
-                               tok = live_token(stats)](asio::error_code ec) {
-              ++stats.invocations[id];
-              it->ec[k] = ec;
-              if (!ec) {
-                ++stats.succeeded;
-                if (sclock::now() < expiry) ++stats.early;
-              } else if (ec == kAborted) {
-                ++stats.aborted;
-              } else {
-                ++stats.other_errors;
-              }
-              if (--it->remaining == 0) it->done.set_value();
-            });
+            timer->async_wait(
+                [&stats, it, k, id, expiry, tok = live_token(stats)](asio::error_code ec) {
+                  ++stats.invocations[id];
+                  it->ec[k] = ec;
+                  if (!ec) {
+                    ++stats.succeeded;
+                    if (sclock::now() < expiry)
+                      ++stats.early;
+                  } else if (ec == kAborted) {
+                    ++stats.aborted;
+                  } else {
+                    ++stats.other_errors;
+                  }
+                  if (--it->remaining == 0)
+                    it->done.set_value();
+                });
           };
           timer->expires_after(us(2000));
           std::size_t n = 0;
           switch (mode) {
-            case 0:  // plain: must succeed
-              wait(0);
-              break;
-            case 1:  // cancel() right away (a zero expiry may already be being completed)
-              wait(0);
-              wait(1);
-              n = timer->cancel();
-              break;
-            case 2:  // cancel_one() racing the expiry
-              wait(0);
-              std::this_thread::sleep_for(us(2000));
-              n = timer->cancel_one();
-              break;
-            case 3:  // expires_after() aborts the first two; the third must succeed
-              wait(0);
-              wait(1);
-              n = timer->expires_after(us(2000));
-              wait(2);
-              break;
-            case 4:  // destroyed with waits pending, then replaced
-              wait(0);
-              wait(1);
-              timer = std::make_unique<Timer>(ioc);
-              break;
+          case 0: // plain: must succeed
+            wait(0);
+            break;
+          case 1: // cancel() right away (a zero expiry may already be being completed)
+            wait(0);
+            wait(1);
+            n = timer->cancel();
+            break;
+          case 2: // cancel_one() racing the expiry
+            wait(0);
+            std::this_thread::sleep_for(us(2000));
+            n = timer->cancel_one();
+            break;
+          case 3: // expires_after() aborts the first two; the third must succeed
+            wait(0);
+            wait(1);
+            n = timer->expires_after(us(2000));
+            wait(2);
+            break;
+          case 4: // destroyed with waits pending, then replaced
+            wait(0);
+            wait(1);
+            timer = std::make_unique<Timer>(ioc);
+            break;
           }
           auto fut = it->done.get_future();
           if (fut.wait_for(5s) != std::future_status::ready) {
@@ -473,25 +434,29 @@ TEST_CASE_TEMPLATE("4 threads run the context while foreign threads own timers a
           // The returned count and the outcomes agree.
           int aborted_first = 0;
           for (int k = 0; k < std::min(waits, 2); ++k)
-            if (it->ec[k] == kAborted) ++aborted_first;
+            if (it->ec[k] == kAborted)
+              ++aborted_first;
           switch (mode) {
-            case 0:
-              if (it->ec[0]) ++stats.inconsistent;
-              break;
-            case 1:
-            case 2:
-              if (static_cast<std::size_t>(aborted_first) != n) ++stats.inconsistent;
-              break;
-            case 3:
-              if (static_cast<std::size_t>(aborted_first) != n || it->ec[2])
-                ++stats.inconsistent;
-              break;
-            default:
-              break;
+          case 0:
+            if (it->ec[0])
+              ++stats.inconsistent;
+            break;
+          case 1:
+          case 2:
+            if (static_cast<std::size_t>(aborted_first) != n)
+              ++stats.inconsistent;
+            break;
+          case 3:
+            if (static_cast<std::size_t>(aborted_first) != n || it->ec[2])
+              ++stats.inconsistent;
+            break;
+          default:
+            break;
           }
         }
       });
-    for (auto& t : threads) t.join();
+    for (auto& t : threads)
+      t.join();
     const bool finished = run.join();
     CHECK_MESSAGE(finished, "the io_context had to be stopped by the watchdog");
   }
@@ -508,17 +473,17 @@ struct countdown {
   std::promise<void> done;
 };
 
-}  // namespace
+} // namespace
 
 TEST_CASE_TEMPLATE("concurrent first use of a fresh context from many threads", Timer,
-                   asio::steady_timer, asio_wheel::wheel_timer) {
+                   TIMER_TYPES) {
   const int contexts = 12 / kScale;
   const int creators = 4;
   const int per_creator = 20;
   mt_stats stats(static_cast<std::size_t>(contexts) * creators * per_creator);
   for (int round = 0; round < contexts; ++round) {
     asio::io_context ioc;
-    runners run(ioc);
+    runner_threads run(ioc, kRunners, kMtWatchdog);
     std::latch go(creators);
     std::vector<std::thread> threads;
     for (int f = 0; f < creators; ++f)
@@ -526,11 +491,12 @@ TEST_CASE_TEMPLATE("concurrent first use of a fresh context from many threads", 
         // Handlers own it: safe even after a timeout.
         auto st = std::make_shared<countdown>(per_creator);
         std::vector<std::unique_ptr<Timer>> timers;
-        go.arrive_and_wait();  // all threads hit the fresh context at once
+        go.arrive_and_wait(); // all threads hit the fresh context at once
         for (int i = 0; i < per_creator; ++i) {
           std::size_t id = 0;
           if (!stats.new_id(id)) {
-            if (--st->remaining == 0) st->done.set_value();
+            if (--st->remaining == 0)
+              st->done.set_value();
             continue;
           }
           timers.push_back(std::make_unique<Timer>(ioc, std::chrono::milliseconds(i % 3)));
@@ -540,19 +506,24 @@ TEST_CASE_TEMPLATE("concurrent first use of a fresh context from many threads", 
                 ++stats.invocations[id];
                 if (!ec) {
                   ++stats.succeeded;
-                  if (sclock::now() < expiry) ++stats.early;
+                  if (sclock::now() < expiry)
+                    ++stats.early;
                 } else {
                   ++stats.other_errors;
                 }
-                if (--st->remaining == 0) st->done.set_value();
+                if (--st->remaining == 0)
+                  st->done.set_value();
               });
         }
-        if (st->done.get_future().wait_for(5s) != std::future_status::ready) ++stats.timeouts;
+        if (st->done.get_future().wait_for(5s) != std::future_status::ready)
+          ++stats.timeouts;
       });
-    for (auto& t : threads) t.join();
+    for (auto& t : threads)
+      t.join();
     const bool finished = run.join();
     CHECK(finished);
-    if (stats.timeouts) break;
+    if (stats.timeouts)
+      break;
   }
   CHECK(stats.timeouts == 0);
   check_every_wait_completed_once(stats);
@@ -560,7 +531,7 @@ TEST_CASE_TEMPLATE("concurrent first use of a fresh context from many threads", 
 
 TEST_CASE_TEMPLATE("4 threads: cancelling far waits from a foreign thread lets every run() "
                    "return promptly",
-                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+                   Timer, TIMER_TYPES) {
   const int n = 64;
   mt_stats stats(n);
   sclock::time_point cancelled_at{};
@@ -574,7 +545,7 @@ TEST_CASE_TEMPLATE("4 threads: cancelling far waits from a foreign thread lets e
       strands.push_back(asio::make_strand(ioc));
       timers.push_back(std::make_unique<Timer>(ioc, kFar));
     }
-    runners run(ioc);
+    runner_threads run(ioc, kRunners, kMtWatchdog);
     std::latch armed(n);
     for (int i = 0; i < n; ++i)
       asio::post(strands[i], [&, i] {
@@ -593,7 +564,7 @@ TEST_CASE_TEMPLATE("4 threads: cancelling far waits from a foreign thread lets e
         armed.count_down();
       });
     armed.wait();
-    std::this_thread::sleep_for(20ms);  // the runners go idle, the driver sleeps
+    std::this_thread::sleep_for(20ms); // the runners go idle, the driver sleeps
     // A foreign thread cancels each timer on its strand.
     std::thread canceller([&] {
       cancelled_at = sclock::now();
@@ -602,7 +573,7 @@ TEST_CASE_TEMPLATE("4 threads: cancelling far waits from a foreign thread lets e
           if (i % 2)
             stats.expected_aborted += static_cast<long>(timers[i]->cancel());
           else
-            timers[i].reset();  // destruction aborts too
+            timers[i].reset(); // destruction aborts too
         });
     });
     canceller.join();
