@@ -45,7 +45,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -226,12 +225,6 @@ public:
     const tick_type deadline = from.deadline();
     wheel_->remove(from);
     wheel_->insert(to, deadline);
-  }
-
-  // Test hook: checks the wheel's invariants under the lock.
-  void check_invariants() const {
-    std::lock_guard lock(mutex_);
-    wheel_->check_invariants();
   }
 
 private:
