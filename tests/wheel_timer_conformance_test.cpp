@@ -213,6 +213,23 @@ TEST_CASE_TEMPLATE("get_executor returns the executor the timer was made with", 
   using Rebound = typename Timer::template rebind_executor<asio::io_context::executor_type>::other;
   Rebound d(ioc);
   CHECK(d.get_executor() == ioc.get_executor());
+
+  // The context's executor with a run-time property is not the plain one.
+  const auto never = asio::require(ioc.get_executor(), asio::execution::blocking.never);
+  Timer e(never);
+  CHECK(e.get_executor() == asio::any_io_executor(never));
+  CHECK(e.get_executor() != asio::any_io_executor(ioc.get_executor()));
+
+  // Moves and move assignments keep both executors, whatever their kinds.
+  Timer f(std::move(c));
+  CHECK(f.get_executor() == asio::any_io_executor(strand));
+  CHECK(c.get_executor() == asio::any_io_executor(strand));
+  a = std::move(f);
+  CHECK(a.get_executor() == asio::any_io_executor(strand));
+  f = std::move(b);
+  CHECK(f.get_executor() == asio::any_io_executor(ioc.get_executor()));
+  Timer g(std::move(d));
+  CHECK(g.get_executor() == asio::any_io_executor(ioc.get_executor()));
 }
 
 TEST_CASE_TEMPLATE("expiry() reports what the constructors and expires_* set", Timer, TIMER_TYPES) {

@@ -9,6 +9,7 @@
 #ifndef ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
 #define ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
 
+#include <asio_wheel/detail/io_executor_holder.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
 
 #include <asio/any_io_executor.hpp>
@@ -195,7 +196,7 @@ public:
   basic_wheel_timer& operator=(const basic_wheel_timer&) = delete;
 
   /// Get the executor associated with the object.
-  executor_type get_executor() noexcept { return executor_; }
+  executor_type get_executor() noexcept { return executor_.get(); }
 
   /// Cancel any asynchronous operations that are waiting on the timer.
   /**
@@ -367,7 +368,7 @@ private:
 
   template <typename Other>
   basic_wheel_timer(move_tag, Other&& other)
-      : service_(other.service_), executor_(other.executor_), expiry_(other.expiry_) {
+      : service_(other.service_), executor_(other.get_executor()), expiry_(other.expiry_) {
     other.expiry_ = time_point();
     take_waits(other);
   }
@@ -378,7 +379,7 @@ private:
       return;
     cancel();
     service_ = other.service_;
-    executor_ = other.executor_;
+    executor_ = executor_holder(other.get_executor());
     expiry_ = other.expiry_;
     other.expiry_ = time_point();
     take_waits(other);
@@ -410,14 +411,16 @@ private:
 
     explicit initiate_async_wait(basic_wheel_timer* self) noexcept : self_(self) {}
 
-    executor_type get_executor() const noexcept { return self_->get_executor(); }
+    executor_type get_executor() const noexcept { return self_->executor_.get(); }
 
     template <typename WaitHandler>
     void operator()(WaitHandler&& handler) const {
       static_assert(std::is_invocable_v<std::decay_t<WaitHandler>&&, asio::error_code>,
                     "WaitHandler must be callable as void(asio::error_code)");
-      self_->service_->async_wait(self_->entry_, self_->expiry_, std::forward<WaitHandler>(handler),
-                                  self_->executor_);
+      self_->executor_.visit([&](const auto& io_ex) {
+        self_->service_->async_wait(self_->entry_, self_->expiry_,
+                                    std::forward<WaitHandler>(handler), io_ex);
+      });
       self_->entry_.might_have_pending_waits_ = true;
     }
 
@@ -425,9 +428,11 @@ private:
     basic_wheel_timer* self_;
   };
 
+  using executor_holder = detail::io_executor_holder<Executor>;
+
   // Never null: timers are always bound to their context's service.
   service_type* service_;
-  Executor executor_;
+  executor_holder executor_;
   time_point expiry_{};
   // In the service's wheel while waits are pending; the service guards its contents.
   detail::timer_entry entry_;

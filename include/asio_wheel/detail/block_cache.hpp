@@ -22,9 +22,11 @@ namespace asio_wheel::detail {
 // thread's list. Each list is capped, so a burst's memory goes back to malloc after it.
 class block_cache {
 public:
-  // Size classes: most handlers (lambdas, coroutine handlers) fit the first.
-  static constexpr std::size_t small = 64;
-  static constexpr std::size_t large = 128;
+  // Size classes: most handlers (lambdas, coroutine handlers) fit the first. 8 bytes short
+  // of a power of two, so that glibc's chunk header fits in it: a 56-byte block takes 64
+  // bytes of heap, where a 64-byte one takes 80.
+  static constexpr std::size_t small = 56;
+  static constexpr std::size_t large = 120;
   static constexpr std::size_t max_cached = 1024;
 
   static void* allocate(std::size_t size) {

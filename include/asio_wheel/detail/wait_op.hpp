@@ -49,13 +49,17 @@ public:
   // Links in the owning timer's FIFO of pending waits; the ready queue reuses next_ once
   // the wait has left its timer.
   wait_op* next_ = nullptr;
-  wait_op* prev_ = nullptr;
+  // prev_ while the wait is pending; aborted_, its result, once it is ready to complete.
+  // Sharing the word keeps the operation of a small handler within a 56-byte block.
+  union {
+    wait_op* prev_ = nullptr;
+    bool aborted_;
+  };
   // The timer this wait is pending on; nullptr once it is ready to complete.
   timer_entry* owner_ = nullptr;
   // The handler emplaced in the associated cancellation slot while linked to this wait, or
   // nullptr (see cancellation_target).
   cancellation_target* cancellation_ = nullptr;
-  bool aborted_ = false;
 
 protected:
   using complete_fn = void (*)(wait_op*, bool);

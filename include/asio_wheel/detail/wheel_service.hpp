@@ -60,10 +60,10 @@ struct timer_entry : wheel_node {
   // false guarantees that no wait is pending, which lets expires_at() on an idle timer
   // skip the service. Declared first so that it fits in wheel_node's tail padding.
   bool might_have_pending_waits_ = false;
-  // Pending waits, oldest first (linked through wait_op::next_/prev_). The entry is in the
-  // wheel iff head_ != nullptr.
+  // Pending waits, oldest first, linked through wait_op::next_ (null-terminated) and
+  // wait_op::prev_ (circular: head_->prev_ is the newest, so no tail pointer is needed in
+  // every timer). The entry is in the wheel iff head_ != nullptr.
   wait_op* head_ = nullptr;
-  wait_op* tail_ = nullptr;
 };
 
 // The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
@@ -217,9 +217,7 @@ public:
     std::lock_guard lock(mutex_);
     if (from.head_ == nullptr)
       return;
-    to.head_ = from.head_;
-    to.tail_ = from.tail_;
-    from.head_ = from.tail_ = nullptr;
+    to.head_ = std::exchange(from.head_, nullptr);
     for (wait_op* op = to.head_; op != nullptr; op = op->next_)
       op->owner_ = &to;
     const tick_type deadline = from.deadline();
@@ -394,20 +392,30 @@ private:
   void append(timer_entry& entry, wait_op* op) noexcept {
     op->owner_ = &entry;
     op->next_ = nullptr;
-    op->prev_ = entry.tail_;
-    if (entry.tail_ != nullptr)
-      entry.tail_->next_ = op;
-    else
+    if (wait_op* head = entry.head_) {
+      op->prev_ = head->prev_;
+      head->prev_->next_ = op;
+      head->prev_ = op;
+    } else {
+      op->prev_ = op;
       entry.head_ = op;
-    entry.tail_ = op;
+    }
   }
 
   // Takes `op` off its timer and queues it for completion. The timer leaves the wheel with
   // its last wait.
   void detach(wait_op* op, bool aborted) {
     timer_entry& entry = *op->owner_;
-    (op->prev_ != nullptr ? op->prev_->next_ : entry.head_) = op->next_;
-    (op->next_ != nullptr ? op->next_->prev_ : entry.tail_) = op->prev_;
+    wait_op* const head = entry.head_;
+    if (op == head)
+      entry.head_ = op->next_;
+    else
+      op->prev_->next_ = op->next_;
+    // The successor's prev_, or for the newest the head's back link, now skips op.
+    if (op->next_ != nullptr)
+      op->next_->prev_ = op->prev_;
+    else if (op != head)
+      head->prev_ = op->prev_;
     // Queued (and the drain posted) before the driver may be disarmed: the drain is what
     // keeps another thread's run() from returning in between.
     make_ready(op, aborted);
@@ -419,7 +427,7 @@ private:
     wait_op* op = entry.head_;
     if (op == nullptr)
       return 0;
-    entry.head_ = entry.tail_ = nullptr;
+    entry.head_ = nullptr;
     std::size_t count = 0;
     while (op != nullptr) {
       wait_op* next = op->next_;
@@ -508,13 +516,15 @@ private:
     wait_op** tail = &head;
     const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) {
       auto& entry = static_cast<timer_entry&>(node);
+      wait_op* const last = entry.head_->prev_; // before aborted_ overwrites the links
       for (wait_op* op = entry.head_; op != nullptr; op = op->next_) {
         op->owner_ = nullptr;
+        op->aborted_ = false;
         unlink_cancellation(op);
       }
       *tail = entry.head_;
-      tail = &entry.tail_->next_;
-      entry.head_ = entry.tail_ = nullptr;
+      tail = &last->next_;
+      entry.head_ = nullptr;
     });
     if (!done) {
       // Give the context's other handlers a turn before the rest of the backlog.

@@ -1,0 +1,117 @@
+//
+// detail/io_executor_holder.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_IO_EXECUTOR_HOLDER_HPP
+#define ASIO_WHEEL_DETAIL_IO_EXECUTOR_HOLDER_HPP
+
+#include <asio/any_io_executor.hpp>
+#include <asio/io_context.hpp>
+
+#include <cstdint>
+#include <typeinfo>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+// A timer's I/O executor. visit() passes the executor in its most specific known type, so
+// that the service can recognise its own context without going through a type-erased
+// executor on every wait.
+template <typename Executor>
+class io_executor_holder {
+public:
+  explicit io_executor_holder(const Executor& ex) : executor_(ex) {}
+
+  Executor get() const { return executor_; }
+
+  template <typename F>
+  decltype(auto) visit(F&& f) const {
+    return std::forward<F>(f)(executor_);
+  }
+
+private:
+  Executor executor_;
+};
+
+// asio::any_io_executor takes 56 bytes, in every timer of a server that may hold millions.
+// Nearly every timer is constructed from its io_context, whose plain executor is a pointer
+// to that context: it is kept as the pointer alone (8 bytes). Any other executor (a strand,
+// an executor with properties, a thread pool's) is kept as a heap copy, tagged in the same
+// word; that costs one allocation per timer, never one per wait.
+template <>
+class io_executor_holder<asio::any_io_executor> {
+public:
+  explicit io_executor_holder(const asio::any_io_executor& ex) : word_(encode(ex)) {}
+
+  // Asio's moved-from timers keep their executor, so a move is a copy.
+  io_executor_holder(const io_executor_holder& other)
+      : word_(other.heap() != nullptr ? encode_heap(*other.heap()) : other.word_) {}
+
+  io_executor_holder& operator=(const io_executor_holder& other) {
+    if (this != &other) {
+      // Copy first: if it throws, this holder is unchanged.
+      const std::uintptr_t word =
+          other.heap() != nullptr ? encode_heap(*other.heap()) : other.word_;
+      release();
+      word_ = word;
+    }
+    return *this;
+  }
+
+  ~io_executor_holder() { release(); }
+
+  asio::any_io_executor get() const {
+    if (const asio::any_io_executor* ex = heap())
+      return *ex;
+    return asio::any_io_executor(context()->get_executor());
+  }
+
+  template <typename F>
+  decltype(auto) visit(F&& f) const {
+    if (const asio::any_io_executor* ex = heap())
+      return std::forward<F>(f)(*ex);
+    return std::forward<F>(f)(context()->get_executor());
+  }
+
+private:
+  static constexpr std::uintptr_t heap_bit = 1;
+  static_assert(alignof(asio::io_context) > heap_bit && alignof(asio::any_io_executor) > heap_bit,
+                "the tag bit must be free in both pointers");
+
+  static std::uintptr_t encode(const asio::any_io_executor& ex) {
+    using io_executor = asio::io_context::executor_type;
+    // Equal to the context's own executor: not only the same type (Asio 1.22's target<T>()
+    // does not check it), but also no run-time property bits (blocking.never,
+    // relationship.continuation) that get_executor() would not give back.
+    if (ex.target_type() == typeid(io_executor)) {
+      const io_executor& io = *ex.target<io_executor>();
+      if (io == io.context().get_executor())
+        return reinterpret_cast<std::uintptr_t>(&io.context());
+    }
+    return encode_heap(ex);
+  }
+
+  static std::uintptr_t encode_heap(const asio::any_io_executor& ex) {
+    return reinterpret_cast<std::uintptr_t>(new asio::any_io_executor(ex)) | heap_bit;
+  }
+
+  const asio::any_io_executor* heap() const noexcept {
+    return (word_ & heap_bit) != 0 ? reinterpret_cast<const asio::any_io_executor*>(word_ & ~heap_bit)
+                                   : nullptr;
+  }
+
+  asio::io_context* context() const noexcept { return reinterpret_cast<asio::io_context*>(word_); }
+
+  void release() noexcept { delete heap(); }
+
+  // The io_context, or (heap_bit set) a heap-allocated any_io_executor owned by this holder.
+  std::uintptr_t word_;
+};
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_IO_EXECUTOR_HOLDER_HPP
