@@ -16,6 +16,12 @@
 //   reset/<impl>/<N>   the heartbeat: expires_after on a pending wait (aborting it) +
 //                      async_wait, on K random timers, + ctx.poll() running the K aborted
 //                      handlers, all timed.
+//   cancel_warm, reset_warm
+//                      the same with the K timer objects read (untimed) just before: in a
+//                      server, the timer re-armed is the one of the connection that was just
+//                      read from, so the object itself is in cache; what is left is the cost
+//                      of the timer machinery (operations, queue, handlers). In arm the
+//                      objects are warm already (cancelled just before).
 //   fire/<impl>/<N>    N timers due 200 ms .. 1 s after arming (uniformly random), then
 //                      ctx.run() until all have fired: process CPU time per completed handler
 //                      (CLOCK_PROCESS_CPUTIME_ID around run(); arming excluded).
@@ -342,7 +348,23 @@ void bm_arm(benchmark::State& state) {
   finish_pending(state, *w, "arm", per_op_ns);
 }
 
+// Brings every cache line of the timer object in (not what it points to).
 template <typename Timer>
+void warm_object(const Timer& t) {
+  const auto* p = reinterpret_cast<const volatile unsigned char*>(&t);
+  for (std::size_t off = 0; off < sizeof(Timer); off += 64)
+    (void)p[off];
+  (void)p[sizeof(Timer) - 1];
+}
+
+template <typename Timer>
+void warm_objects(world<Timer>& w, const std::vector<std::uint32_t>& idx, bool warm) {
+  if (warm)
+    for (const auto i : idx)
+      warm_object(w.timer(i));
+}
+
+template <typename Timer, bool Warm>
 void bm_cancel(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   auto w = make_pending_world<Timer>(n);
@@ -356,6 +378,7 @@ void bm_cancel(benchmark::State& state) {
     w->draw(dur);
     const std::uint64_t aborted0 = w->count().aborted;
     std::size_t cancelled = 0;
+    warm_objects(*w, idx, Warm);
 
     const auto t0 = clock_type::now();
     for (const auto i : idx)
@@ -376,10 +399,10 @@ void bm_cancel(benchmark::State& state) {
     state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
     per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
-  finish_pending(state, *w, "cancel", per_op_ns);
+  finish_pending(state, *w, Warm ? "cancel_warm" : "cancel", per_op_ns);
 }
 
-template <typename Timer>
+template <typename Timer, bool Warm>
 void bm_reset(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   auto w = make_pending_world<Timer>(n);
@@ -393,6 +416,7 @@ void bm_reset(benchmark::State& state) {
     w->draw(dur);
     const std::uint64_t aborted0 = w->count().aborted;
     std::size_t cancelled = 0;
+    warm_objects(*w, idx, Warm);
 
     const auto t0 = clock_type::now();
     for (std::size_t j = 0; j < k; ++j) {
@@ -410,7 +434,7 @@ void bm_reset(benchmark::State& state) {
     state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
     per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
-  finish_pending(state, *w, "reset", per_op_ns);
+  finish_pending(state, *w, Warm ? "reset_warm" : "reset", per_op_ns);
 }
 
 template <typename Timer>
@@ -488,9 +512,13 @@ void register_all(const char* op, std::int64_t n) {
   if (std::strcmp(op, "arm") == 0)
     b = benchmark::RegisterBenchmark(name.c_str(), bm_arm<Timer>);
   else if (std::strcmp(op, "cancel") == 0)
-    b = benchmark::RegisterBenchmark(name.c_str(), bm_cancel<Timer>);
+    b = benchmark::RegisterBenchmark(name.c_str(), bm_cancel<Timer, false>);
+  else if (std::strcmp(op, "cancel_warm") == 0)
+    b = benchmark::RegisterBenchmark(name.c_str(), bm_cancel<Timer, true>);
   else if (std::strcmp(op, "reset") == 0)
-    b = benchmark::RegisterBenchmark(name.c_str(), bm_reset<Timer>);
+    b = benchmark::RegisterBenchmark(name.c_str(), bm_reset<Timer, false>);
+  else if (std::strcmp(op, "reset_warm") == 0)
+    b = benchmark::RegisterBenchmark(name.c_str(), bm_reset<Timer, true>);
   else if (std::strcmp(op, "fire") == 0)
     b = benchmark::RegisterBenchmark(name.c_str(), bm_fire<Timer>);
   else
@@ -510,13 +538,14 @@ void register_all(const char* op, std::int64_t n) {
 // The ratio table.
 
 void print_table(std::FILE* out) {
-  static const char* const ops[] = {"arm", "cancel", "reset", "fire", "bytes"};
+  static const char* const ops[] = {"arm",  "cancel", "cancel_warm", "reset",
+                                    "reset_warm", "fire",   "bytes"};
   std::fprintf(out,
                "\nsteady_timer / wheel_timer (from this run; time ops: ns per op, fire: CPU ns "
                "per handler, bytes: B per pending timer)\n");
   std::fprintf(out, "goal: ratio >= 4 for time ops, >= 2 for bytes; wheel flat in N "
                     "(wheel(N) / wheel(smallest N))\n\n");
-  std::fprintf(out, "%-7s %9s %12s %12s %9s %6s %8s\n", "op", "N", "steady", "wheel", "ratio",
+  std::fprintf(out, "%-11s %9s %12s %12s %9s %6s %8s\n", "op", "N", "steady", "wheel", "ratio",
                "goal", "flat");
   for (const char* op : ops) {
     const auto oit = results.find(op);
@@ -547,7 +576,7 @@ void print_table(std::FILE* out) {
         std::snprintf(rbuf, sizeof rbuf, "%.2fx", r);
         std::snprintf(gbuf, sizeof gbuf, "%s", r >= goal ? "ok" : "MISS");
       }
-      std::fprintf(out, "%-7s %9lld %12s %12s %9s %6s %8s\n", op, static_cast<long long>(n), sbuf,
+      std::fprintf(out, "%-11s %9lld %12s %12s %9s %6s %8s\n", op, static_cast<long long>(n), sbuf,
                    wbuf, rbuf, gbuf, fbuf);
     }
   }
@@ -563,7 +592,7 @@ public:
   bool ReportContext(const benchmark::BenchmarkReporter::Context& context) override {
     benchmark::BenchmarkReporter::Context narrowed = context;
     // Longest short name, plus room for "/repeats:NN_median" when repetitions are asked for.
-    narrowed.name_field_width = std::string("cancel/steady/4000000").size() + 18;
+    narrowed.name_field_width = std::string("cancel_warm/steady/4000000").size() + 18;
     return Base::ReportContext(narrowed);
   }
 
@@ -629,7 +658,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  static const char* const ops[] = {"arm", "cancel", "reset", "fire", "bytes"};
+  static const char* const ops[] = {"arm",  "cancel", "cancel_warm", "reset",
+                                    "reset_warm", "fire",   "bytes"};
   for (const std::int64_t n : cfg.sizes) {
     for (const char* op : ops) {
       register_all<asio::steady_timer>(op, n);

@@ -1512,6 +1512,60 @@ TEST_CASE_TEMPLATE("a moved wait is cancelled through its new owner", Timer, TIM
   CHECK_ABORTED(o2);
 }
 
+TEST_CASE_TEMPLATE("waits started at different times move together, in order", Timer,
+                   TIMER_TYPES) {
+  // Waits come and go on one timer. Where an implementation keeps each of them differs
+  // (asio-wheel keeps one small wait inside the timer object, the others apart), so the
+  // subcases put the first wait started after an abort at each place of the queue.
+  asio::io_context ioc;
+  Timer t(ioc, 30ms);
+  const auto expiry = t.expiry();
+  outcome o[4];
+  int seq = 0;
+  t.async_wait(record(o[0], &seq));
+  t.async_wait(record(o[1], &seq));
+  CHECK(t.cancel_one() == 1); // aborts 0
+  t.async_wait(record(o[2], &seq));
+  std::vector<int> pending;
+  SUBCASE("the newest of two") {
+    pending = {1, 2};
+  }
+  SUBCASE("between two others") {
+    t.async_wait(record(o[3], &seq));
+    pending = {1, 2, 3};
+  }
+  SUBCASE("the oldest of two") {
+    t.async_wait(record(o[3], &seq));
+    CHECK(t.cancel_one() == 1); // aborts 1
+    pending = {2, 3};
+  }
+  SUBCASE("alone") {
+    CHECK(t.cancel_one() == 1); // aborts 1
+    pending = {2};
+  }
+  // Moved twice: by construction, then by assignment over a timer with a wait of its own.
+  Timer u(std::move(t));
+  Timer v(ioc, kFar);
+  outcome ov;
+  v.async_wait(record(ov));
+  v = std::move(u);
+  CHECK(t.cancel() == 0);
+  CHECK(u.cancel() == 0);
+  CHECK(v.expiry() == expiry);
+  guarded_run(ioc);
+  CHECK_ABORTED(ov);
+  CHECK_ABORTED(o[0]);
+  if (pending.front() != 1)
+    CHECK_ABORTED(o[1]);
+  int last = -1;
+  for (const int i : pending) {
+    CAPTURE(i);
+    CHECK_SUCCESS_AT(o[i], expiry);
+    CHECK(o[i].order > last);
+    last = o[i].order;
+  }
+}
+
 TEST_CASE_TEMPLATE("move assignment carries a pending wait and aborts the target's waits", Timer,
                    TIMER_TYPES) {
   asio::io_context ioc;

@@ -20,6 +20,8 @@
 #include <asio/prefer.hpp>
 
 #include <atomic>
+#include <cstddef>
+#include <exception>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -44,7 +46,16 @@ class wait_op {
 public:
   // Releases the operation's memory, then, when `invoke` is true, calls the handler with
   // the stored result; when false only destroys the handler (shutdown).
-  void complete(bool invoke) { complete_(this, invoke); }
+  void complete(bool invoke) { fn_(this, invoke ? action::invoke : action::destroy, nullptr); }
+
+  // Moves the operation to `storage` (at least inline_op_size bytes, suitably aligned) and
+  // returns it there; this one is destroyed without releasing its memory. Only for
+  // operations that fit inline (see fits_inline): the move cannot throw.
+  wait_op* relocate(void* storage) noexcept { return fn_(this, action::relocate, storage); }
+
+  // Destroys the handler without calling it, leaving the memory to its owner: for an
+  // operation in a timer's inline storage that never started.
+  void destroy_in_place() noexcept { fn_(this, action::destroy_in_place, nullptr); }
 
   // Links in the owning timer's FIFO of pending waits; the ready queue reuses next_ once
   // the wait has left its timer.
@@ -62,13 +73,20 @@ public:
   cancellation_target* cancellation_ = nullptr;
 
 protected:
-  using complete_fn = void (*)(wait_op*, bool);
-  explicit wait_op(complete_fn fn) noexcept : complete_(fn) {}
+  enum class action { invoke, destroy, destroy_in_place, relocate };
+  using op_fn = wait_op* (*)(wait_op*, action, void*);
+  explicit wait_op(op_fn fn) noexcept : fn_(fn) {}
+  wait_op(const wait_op&) = default;
+  wait_op& operator=(const wait_op&) = delete;
   ~wait_op() = default;
 
 private:
-  complete_fn complete_;
+  op_fn fn_;
 };
+
+// Bytes for one wait kept inside its timer object (timer_entry::inline_): the header above
+// plus a handler of two pointers, such as most lambdas and every coroutine handler.
+inline constexpr std::size_t inline_op_size = 56;
 
 // The executor a handler must complete on, kept with outstanding work when it is not the
 // wheel's own context executor (Asio's rule: a pending wait keeps the handler's executor
@@ -128,6 +146,12 @@ public:
   using allocator_type = typename std::allocator_traits<
       op_allocator_t<Handler>>::template rebind_alloc<wait_handler_op>;
 
+  // Constructs the operation in a timer's inline storage. Only if fits_inline<Handler>.
+  template <typename H>
+  static wait_handler_op* create_at(void* storage, H&& handler) {
+    return ::new (storage) wait_handler_op(allocator_type(), std::forward<H>(handler));
+  }
+
   template <typename H, typename... Args>
   static wait_handler_op* create(H&& handler, Args&&... completion_args) {
     allocator_type alloc(asio::get_associated_allocator(handler, block_cache_allocator<void>()));
@@ -144,11 +168,28 @@ public:
 private:
   template <typename H, typename... Args>
   wait_handler_op(const allocator_type& alloc, H&& handler, Args&&... completion_args)
-      : wait_op(&wait_handler_op::do_complete), allocator_(alloc),
+      : wait_op(&wait_handler_op::do_fn), allocator_(alloc),
         completion_(std::forward<Args>(completion_args)...), handler_(std::forward<H>(handler)) {}
 
-  static void do_complete(wait_op* base, bool invoke) {
+  // Relocation copies the links along with the rest; the service fixes the neighbours.
+  wait_handler_op(wait_handler_op&&) = default;
+
+  static wait_op* do_fn(wait_op* base, action what, void* storage) {
     auto* self = static_cast<wait_handler_op*>(base);
+    if (what == action::relocate) {
+      if constexpr (std::is_nothrow_move_constructible_v<Handler> &&
+                    std::is_nothrow_move_constructible_v<Completion>) {
+        auto* moved = ::new (storage) wait_handler_op(std::move(*self));
+        self->~wait_handler_op();
+        return moved;
+      } else {
+        std::terminate(); // unreachable: such operations are never inline
+      }
+    }
+    if (what == action::destroy_in_place) {
+      self->~wait_handler_op();
+      return nullptr;
+    }
     // Move everything out and free the operation before the upcall: Asio promises the
     // memory is back before the handler runs, and a sub-object of the handler may own it.
     allocator_type alloc(self->allocator_);
@@ -158,14 +199,26 @@ private:
         self->aborted_ ? asio::error_code(asio::error::operation_aborted) : asio::error_code();
     self->~wait_handler_op();
     std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
-    if (invoke)
+    if (what == action::invoke)
       completion.complete(std::move(handler), ec);
+    return nullptr;
   }
 
   [[no_unique_address]] allocator_type allocator_;
   [[no_unique_address]] Completion completion_;
   Handler handler_;
 };
+
+// Whether a wait of this handler, completing on the wheel's own context, can live in its
+// timer: small enough, no allocator of its own (Asio's rule: operation memory comes from the
+// handler's associated allocator), and movable without throwing, because the service moves
+// it out of the timer, under its lock, when the wait completes or the timer moves.
+template <typename Handler>
+inline constexpr bool fits_inline =
+    sizeof(wait_handler_op<Handler, direct_completion>) <= inline_op_size &&
+    alignof(wait_handler_op<Handler, direct_completion>) <= alignof(void*) &&
+    std::is_nothrow_move_constructible_v<Handler> &&
+    std::is_same_v<op_allocator_t<Handler>, block_cache_allocator<void>>;
 
 } // namespace asio_wheel::detail
 

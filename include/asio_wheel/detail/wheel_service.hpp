@@ -43,27 +43,50 @@
 #include <asio/strand.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <atomic>
+#include <cassert>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
+#include <utility>
 
 namespace asio_wheel::detail {
 
 // The wheel state of one timer object; embedded in it.
 struct timer_entry : wheel_node {
+  timer_entry() = default;
+  timer_entry(const timer_entry&) = delete;
+  timer_entry& operator=(const timer_entry&) = delete;
+
   // Owned by the timer object, not the service (so not guarded by the service's lock):
   // false guarantees that no wait is pending, which lets expires_at() on an idle timer
   // skip the service. Declared first so that it fits in wheel_node's tail padding.
   bool might_have_pending_waits_ = false;
+  // True while a pending wait lives in inline_ (at most one does). Set by the timer's owner
+  // when it starts a wait there; cleared under the service's lock when that wait leaves the
+  // timer. Atomic because the owner reads it without the lock, to choose where its next
+  // wait goes; declared here to share wheel_node's tail padding with the flag above.
+  std::atomic<bool> inline_busy_{false};
   // Pending waits, oldest first, linked through wait_op::next_ (null-terminated) and
   // wait_op::prev_ (circular: head_->prev_ is the newest, so no tail pointer is needed in
   // every timer). The entry is in the wheel iff head_ != nullptr.
   wait_op* head_ = nullptr;
+  // Storage for one wait, so that a timer with one small wait allocates nothing and keeps
+  // it in its own cache lines. A wait leaves it when it completes (for a block of its own:
+  // the timer may go before the handler runs) or when the timer moves (for the new timer's).
+  alignas(void*) unsigned char inline_[inline_op_size];
+
+  bool holds(const wait_op* op) const noexcept {
+    const void* p = op;
+    return !std::less<const void*>()(p, inline_) &&
+           std::less<const void*>()(p, inline_ + sizeof inline_);
+  }
 };
 
 // The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
@@ -145,39 +168,57 @@ public:
       cancellation = &slot.template emplace<op_cancellation>(this);
 
     wait_op* op = nullptr;
-    if (is_home(ex))
-      op = wait_handler_op<handler_type, direct_completion>::create(std::forward<Handler>(handler));
-    else
+    if (is_home(ex)) {
+      using home_op = wait_handler_op<handler_type, direct_completion>;
+      if constexpr (fits_inline<handler_type>) {
+        // Only this thread (the timer's owner) sets the flag; a stale true, from a wait
+        // that just left on another thread, only costs a block.
+        if (!entry.inline_busy_.load(std::memory_order_acquire)) {
+          op = home_op::create_at(entry.inline_, std::forward<Handler>(handler));
+          entry.inline_busy_.store(true, std::memory_order_relaxed);
+        }
+      }
+      if (op == nullptr)
+        op = home_op::create(std::forward<Handler>(handler));
+    } else {
       op = wait_handler_op<handler_type, tracked_executor<decltype(ex)>>::create(
           std::forward<Handler>(handler), ex);
+    }
 
     std::unique_lock lock(mutex_);
     if (shutdown_) {
       lock.unlock();
-      op->complete(false);
+      discard(entry, op);
       return;
     }
-    if (!driver_)
-      start(io_ex);
+    // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
+    // expiry behind the wheel's last tick has certainly passed: the wait completes without
+    // the wheel or the driver.
+    const bool joins = entry.head_ != nullptr;
+    const tick_type deadline = to_tick_ceil(expiry);
+    const bool past = !joins && deadline <= wheel_->now();
+    // Whatever may throw comes before any change, so that then the wait is only destroyed.
+    std::optional<spare_block> spare;
+    try {
+      if (!driver_)
+        start(io_ex);
+      if (past)
+        spare.emplace(entry.holds(op));
+      else if (!joins)
+        arm_if_earlier(deadline);
+    } catch (...) {
+      lock.unlock();
+      discard(entry, op);
+      throw;
+    }
     op->cancellation_ = cancellation;
     if (cancellation != nullptr)
       cancellation->op_.store(op, std::memory_order_relaxed);
-
-    if (entry.head_ != nullptr) {
-      // Already in the wheel for the same expiry: join its waits.
-      append(entry, op);
-      return;
-    }
     append(entry, op);
-    const tick_type deadline = to_tick_ceil(expiry);
-    if (deadline <= wheel_->now()) {
-      // The expiry is behind the wheel's last tick, so it has certainly passed: no need for
-      // the wheel or the driver.
-      detach_all(entry, false);
-      return;
-    }
-    wheel_->insert(entry, deadline);
-    arm_if_earlier(deadline);
+    if (past)
+      detach_all(entry, false, *spare);
+    else if (!joins)
+      wheel_->insert(entry, deadline);
   }
 
   // Aborts every pending wait of `entry`; returns how many.
@@ -218,6 +259,8 @@ public:
     if (from.head_ == nullptr)
       return;
     to.head_ = std::exchange(from.head_, nullptr);
+    if (from.inline_busy_.load(std::memory_order_relaxed))
+      move_inline(to, from);
     for (wait_op* op = to.head_; op != nullptr; op = op->next_)
       op->owner_ = &to;
     const tick_type deadline = from.deadline();
@@ -389,6 +432,69 @@ private:
 
   // --- Everything below runs with mutex_ held. ---
 
+  // A block for a wait that must leave its timer's inline storage, taken before anything
+  // changes, so that running out of memory leaves the wait where it was.
+  class spare_block {
+  public:
+    explicit spare_block(bool needed)
+        : block_(needed ? block_cache::allocate(inline_op_size) : nullptr) {}
+    spare_block(const spare_block&) = delete;
+    spare_block& operator=(const spare_block&) = delete;
+    ~spare_block() {
+      if (block_ != nullptr)
+        block_cache::deallocate(block_, inline_op_size);
+    }
+    void* take() noexcept { return std::exchange(block_, nullptr); }
+
+  private:
+    void* block_;
+  };
+
+  // Destroys a wait that never started, without calling its handler. Without the lock: the
+  // handler's destructor may call back into the service.
+  static void discard(timer_entry& entry, wait_op* op) noexcept {
+    if (entry.holds(op)) {
+      op->destroy_in_place();
+      entry.inline_busy_.store(false, std::memory_order_relaxed);
+    } else {
+      op->complete(false);
+    }
+  }
+
+  // `op`, already unlinked from its timer, leaves the timer's inline storage if it is there:
+  // the timer may be destroyed, moved or waited on again before the handler runs.
+  static wait_op* evict(timer_entry& entry, wait_op* op, spare_block& spare) noexcept {
+    if (!entry.holds(op))
+      return op;
+    wait_op* moved = op->relocate(spare.take());
+    entry.inline_busy_.store(false, std::memory_order_release);
+    return moved;
+  }
+
+  // The timer owning `from` is being moved to the one owning `to`, whose inline storage is
+  // free: the pending wait in from's storage moves to to's, and its neighbours follow it.
+  static void move_inline(timer_entry& to, timer_entry& from) noexcept {
+    assert(!to.inline_busy_.load(std::memory_order_relaxed));
+    wait_op* old = to.head_;
+    while (!from.holds(old))
+      old = old->next_;
+    wait_op* const moved = old->relocate(to.inline_);
+    if (old == to.head_)
+      to.head_ = moved;
+    else
+      moved->prev_->next_ = moved;
+    if (moved->next_ != nullptr)
+      moved->next_->prev_ = moved;
+    else if (moved->prev_ == old)
+      moved->prev_ = moved; // it was the only wait
+    else
+      to.head_->prev_ = moved; // it was the newest
+    if (moved->cancellation_ != nullptr)
+      moved->cancellation_->op_.store(moved, std::memory_order_release);
+    from.inline_busy_.store(false, std::memory_order_relaxed);
+    to.inline_busy_.store(true, std::memory_order_relaxed);
+  }
+
   void append(timer_entry& entry, wait_op* op) noexcept {
     op->owner_ = &entry;
     op->next_ = nullptr;
@@ -406,6 +512,7 @@ private:
   // its last wait.
   void detach(wait_op* op, bool aborted) {
     timer_entry& entry = *op->owner_;
+    spare_block spare(entry.holds(op));
     wait_op* const head = entry.head_;
     if (op == head)
       entry.head_ = op->next_;
@@ -418,20 +525,25 @@ private:
       head->prev_ = op->prev_;
     // Queued (and the drain posted) before the driver may be disarmed: the drain is what
     // keeps another thread's run() from returning in between.
-    make_ready(op, aborted);
+    make_ready(evict(entry, op, spare), aborted);
     if (entry.head_ == nullptr && entry.is_linked())
       remove_entry(entry);
   }
 
   std::size_t detach_all(timer_entry& entry, bool aborted) {
-    wait_op* op = entry.head_;
-    if (op == nullptr)
+    if (entry.head_ == nullptr)
       return 0;
+    spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
+    return detach_all(entry, aborted, spare);
+  }
+
+  std::size_t detach_all(timer_entry& entry, bool aborted, spare_block& spare) {
+    wait_op* op = entry.head_;
     entry.head_ = nullptr;
     std::size_t count = 0;
     while (op != nullptr) {
       wait_op* next = op->next_;
-      make_ready(op, aborted);
+      make_ready(evict(entry, op, spare), aborted);
       op = next;
       ++count;
     }
@@ -461,8 +573,9 @@ private:
       ready_head_ = op;
     ready_tail_ = op;
     if (!drain_posted_ && !shutdown_) {
-      drain_posted_ = true;
+      // Set once posted: if post() throws, the next completion tries again.
       asio::post(home_, [this] { drain(); });
+      drain_posted_ = true;
     }
   }
 
@@ -471,6 +584,7 @@ private:
       return;
     // expires_at aborts the wait armed before, if it has not fired; on_driver ignores it.
     driver_->expires_at(from_tick(tick));
+    armed_ = false; // until the new wait is started: async_wait may throw
     driver_->async_wait([this](const asio::error_code& ec) { on_driver(ec); });
     armed_ = true;
     armed_at_ = tick;
@@ -514,17 +628,22 @@ private:
     const tick_type now = to_tick_floor(Clock::now());
     wait_op* head = nullptr;
     wait_op** tail = &head;
-    const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) {
+    // noexcept: the entry has left the wheel, so running out of memory for the block of
+    // an inline wait (see evict) would leave its waits nowhere. It terminates instead.
+    const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) noexcept {
       auto& entry = static_cast<timer_entry&>(node);
-      wait_op* const last = entry.head_->prev_; // before aborted_ overwrites the links
-      for (wait_op* op = entry.head_; op != nullptr; op = op->next_) {
+      spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
+      for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr;) {
+        wait_op* const next = op->next_;
+        op = evict(entry, op, spare);
         op->owner_ = nullptr;
         op->aborted_ = false;
         unlink_cancellation(op);
+        op->next_ = nullptr;
+        *tail = op;
+        tail = &op->next_;
+        op = next;
       }
-      *tail = entry.head_;
-      tail = &last->next_;
-      entry.head_ = nullptr;
     });
     if (!done) {
       // Give the context's other handlers a turn before the rest of the backlog.
@@ -582,8 +701,9 @@ private:
       ready_tail_ = last;
     ready_head_ = list;
     if (!drain_posted_ && !shutdown_) {
-      drain_posted_ = true;
+      // Set once posted: if post() throws, the next completion tries again.
       asio::post(home_, [this] { drain(); });
+      drain_posted_ = true;
     }
   }
 
