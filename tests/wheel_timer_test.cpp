@@ -32,6 +32,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -522,6 +523,113 @@ TEST_CASE("an earlier wait re-arms the driver; a cancelled earlier wait does not
   CHECK(on.at >= near.expiry());
   CHECK(om.calls == 1);
   CHECK(of.ec == kAborted);
+}
+
+// =======================================================================================
+// Lazy re-arm: a cancelled entry may stay in the wheel at its old tick
+// =======================================================================================
+
+TEST_CASE("re-armed for later again and again: completes at the last expiry, never before") {
+  asio::io_context ioc;
+  wheel_timer t(ioc, 20ms);
+  outcome first;
+  t.async_wait(record(first));
+  int rearms = 0;
+  std::vector<outcome> rounds(5);
+  // Every 10 ms, push the expiry 25 ms further: the entry stays at its first tick and is
+  // filed again each time that tick comes, never completing early.
+  wheel_timer pacer(ioc);
+  std::function<void(asio::error_code)> step = [&](asio::error_code) {
+    if (rearms == 5)
+      return;
+    t.expires_after(25ms);
+    t.async_wait(record(rounds[rearms++]));
+    pacer.expires_after(10ms);
+    pacer.async_wait(step);
+  };
+  pacer.expires_after(10ms);
+  pacer.async_wait(step);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(first.ec == kAborted);
+  for (std::size_t i = 0; i + 1 < rounds.size(); ++i)
+    CHECK_ABORTED(rounds[i]);
+  CHECK_SUCCESS_AT(rounds.back(), t.expiry());
+}
+
+TEST_CASE("re-armed for earlier than where it was filed: completes at the earlier expiry") {
+  asio::io_context ioc;
+  wheel_timer t(ioc, 2s);
+  outcome o1, o2;
+  t.async_wait(record(o1));
+  t.expires_after(10ms); // the entry must move: its old tick is later
+  t.async_wait(record(o2));
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(o1.ec == kAborted);
+  CHECK_SUCCESS_AT(o2, t.expiry());
+  CHECK(o2.at < t.expiry() + 1s);
+}
+
+TEST_CASE("an entry left in the wheel by a cancellation: destroyed, moved or assigned over") {
+  asio::io_context ioc;
+  outcome o, other;
+  auto t = std::make_unique<wheel_timer>(ioc, 10ms);
+  t->async_wait(record(o));
+  CHECK(t->cancel() == 1);
+  wheel_timer later(ioc, 40ms); // keeps the driver running past the old tick
+  later.async_wait(record(other));
+  SUBCASE("destroyed") {
+    t.reset();
+  }
+  SUBCASE("moved, then the new timer re-armed") {
+    wheel_timer moved(std::move(*t));
+    t.reset();
+    moved.expires_after(20ms);
+    outcome o2;
+    moved.async_wait(record(o2));
+    guarded_run(ioc);
+    CHECK_SUCCESS_AT(o2, moved.expiry());
+  }
+  SUBCASE("assigned over by a timer with a wait") {
+    wheel_timer src(ioc, 20ms);
+    outcome o2;
+    src.async_wait(record(o2));
+    *t = std::move(src);
+    guarded_run(ioc);
+    CHECK_SUCCESS_AT(o2, t->expiry());
+  }
+  SUBCASE("left as it is") {}
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK(o.ec == kAborted);
+  CHECK(o.calls == 1);
+  CHECK_SUCCESS_AT(other, later.expiry());
+}
+
+TEST_CASE("entries left in the wheel do not keep run() going") {
+  asio::io_context ioc;
+  std::vector<wheel_timer> timers;
+  std::vector<outcome> out(100);
+  timers.reserve(100);
+  for (std::size_t i = 0; i < 100; ++i) {
+    timers.emplace_back(ioc, kFar + std::chrono::milliseconds(i));
+    timers.back().async_wait(record(out[i]));
+  }
+  for (auto& t : timers)
+    CHECK(t.cancel() == 1);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  for (const auto& o : out)
+    CHECK(o.ec == kAborted);
+  // Re-armed much earlier than where they were left: each entry moves.
+  for (auto& t : timers) {
+    t.expires_after(5ms);
+    t.async_wait([](asio::error_code) {});
+  }
+  ioc.restart();
+  const auto r2 = guarded_run(ioc);
+  CHECK_PROMPT(r2);
 }
 
 // =======================================================================================

@@ -190,7 +190,7 @@ public:
    * This function destroys the timer, cancelling any outstanding asynchronous wait
    * operations associated with the timer as if by calling @c cancel.
    */
-  ~basic_wheel_timer() { cancel(); }
+  ~basic_wheel_timer() { release(); }
 
   basic_wheel_timer(const basic_wheel_timer&) = delete;
   basic_wheel_timer& operator=(const basic_wheel_timer&) = delete;
@@ -214,9 +214,8 @@ public:
    * and can no longer be cancelled: they complete with success.
    */
   std::size_t cancel() {
-    if (!entry_.might_have_pending_waits_)
+    if (!entry_.might_be_filed_)
       return 0;
-    entry_.might_have_pending_waits_ = false;
     return service_->cancel(entry_);
   }
 
@@ -377,7 +376,7 @@ private:
   void move_assign(Other&& other) {
     if (static_cast<void*>(this) == static_cast<void*>(&other))
       return;
-    cancel();
+    release();
     service_ = other.service_;
     executor_ = executor_holder(other.get_executor());
     expiry_ = other.expiry_;
@@ -387,10 +386,16 @@ private:
 
   template <typename Other>
   void take_waits(Other& other) {
-    if (!std::exchange(other.entry_.might_have_pending_waits_, false))
+    if (!std::exchange(other.entry_.might_be_filed_, false))
       return;
-    entry_.might_have_pending_waits_ = true;
+    entry_.might_be_filed_ = true;
     service_->move_entry(entry_, other.entry_);
+  }
+
+  // Aborts the pending waits, as cancel(), and leaves the wheel: the timer is going.
+  void release() {
+    if (std::exchange(entry_.might_be_filed_, false))
+      service_->release(entry_);
   }
 
   // Asio's saturating time_point + duration.
@@ -421,7 +426,7 @@ private:
         self_->service_->async_wait(self_->entry_, self_->expiry_,
                                     std::forward<WaitHandler>(handler), io_ex);
       });
-      self_->entry_.might_have_pending_waits_ = true;
+      self_->entry_.might_be_filed_ = true;
     }
 
   private:

@@ -65,9 +65,10 @@ struct timer_entry : wheel_node {
   timer_entry& operator=(const timer_entry&) = delete;
 
   // Owned by the timer object, not the service (so not guarded by the service's lock):
-  // false guarantees that no wait is pending, which lets expires_at() on an idle timer
-  // skip the service. Declared first so that it fits in wheel_node's tail padding.
-  bool might_have_pending_waits_ = false;
+  // false guarantees that no wait is pending and that the entry is not in the wheel, which
+  // lets expires_at() on an idle timer, and its destructor, skip the service. Declared
+  // first so that it fits in wheel_node's tail padding.
+  bool might_be_filed_ = false;
   // True while a pending wait lives in inline_ (at most one does). Set by the timer's owner
   // when it starts a wait there; cleared under the service's lock when that wait leaves the
   // timer. Atomic because the owner reads it without the lock, to choose where its next
@@ -75,8 +76,12 @@ struct timer_entry : wheel_node {
   std::atomic<bool> inline_busy_{false};
   // Pending waits, oldest first, linked through wait_op::next_ (null-terminated) and
   // wait_op::prev_ (circular: head_->prev_ is the newest, so no tail pointer is needed in
-  // every timer). The entry is in the wheel iff head_ != nullptr.
+  // every timer). An entry with waits is in the wheel; one without may still be, left
+  // there by a cancellation (lazy re-arm, see wheel_service::file).
   wait_op* head_ = nullptr;
+  // While waits are pending: their deadline. The wheel may hold the entry at an earlier
+  // tick, where it was filed for an earlier wait; it is filed again for wanted_ then.
+  tick_type wanted_ = 0;
   // Storage for one wait, so that a timer with one small wait allocates nothing and keeps
   // it in its own cache lines. A wait leaves it when it completes (for a block of its own:
   // the timer may go before the handler runs) or when the timer moves (for the new timer's).
@@ -214,17 +219,30 @@ public:
     op->cancellation_ = cancellation;
     if (cancellation != nullptr)
       cancellation->op_.store(op, std::memory_order_relaxed);
+    if (past) {
+      make_ready(evict(entry, op, *spare), false);
+      return;
+    }
     append(entry, op);
-    if (past)
-      detach_all(entry, false, *spare);
-    else if (!joins)
-      wheel_->insert(entry, deadline);
+    if (!joins) {
+      ++live_;
+      file(entry, deadline);
+    }
   }
 
   // Aborts every pending wait of `entry`; returns how many.
   std::size_t cancel(timer_entry& entry) {
     std::lock_guard lock(mutex_);
     return detach_all(entry, true);
+  }
+
+  // The timer is going (destroyed, or assigned over): aborts its waits, as cancel(), and
+  // takes its entry out of the wheel.
+  void release(timer_entry& entry) {
+    std::lock_guard lock(mutex_);
+    detach_all(entry, true);
+    if (entry.is_linked())
+      wheel_->remove(entry);
   }
 
   // Aborts the oldest pending wait of `entry`; returns how many (0 or 1).
@@ -244,28 +262,36 @@ public:
       return;
     const tick_type deadline = to_tick_ceil(expiry);
     if (deadline <= wheel_->now()) {
-      // Through detach_all while still linked, so that an emptied wheel disarms the driver.
       detach_all(entry, false);
       return;
     }
+    // Moved now, even when later: an idle timer's timeout moves rarely, and a filing left
+    // behind would wake the driver once more.
+    entry.wanted_ = deadline;
     wheel_->remove(entry);
     wheel_->insert(entry, deadline);
     arm_if_earlier(deadline);
   }
 
-  // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none.
+  // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none and is
+  // not in the wheel.
   void move_entry(timer_entry& to, timer_entry& from) {
     std::lock_guard lock(mutex_);
-    if (from.head_ == nullptr)
+    if (from.head_ == nullptr) {
+      if (from.is_linked())
+        wheel_->remove(from); // a filing left behind, of no use to `to`
       return;
+    }
     to.head_ = std::exchange(from.head_, nullptr);
     if (from.inline_busy_.load(std::memory_order_relaxed))
       move_inline(to, from);
     for (wait_op* op = to.head_; op != nullptr; op = op->next_)
       op->owner_ = &to;
-    const tick_type deadline = from.deadline();
+    // Same filing, same wanted_: nothing changes for the driver.
+    to.wanted_ = from.wanted_;
+    const tick_type filed = from.deadline();
     wheel_->remove(from);
-    wheel_->insert(to, deadline);
+    wheel_->insert(to, filed);
   }
 
 private:
@@ -526,8 +552,8 @@ private:
     // Queued (and the drain posted) before the driver may be disarmed: the drain is what
     // keeps another thread's run() from returning in between.
     make_ready(evict(entry, op, spare), aborted);
-    if (entry.head_ == nullptr && entry.is_linked())
-      remove_entry(entry);
+    if (entry.head_ == nullptr)
+      vacate();
   }
 
   std::size_t detach_all(timer_entry& entry, bool aborted) {
@@ -548,14 +574,29 @@ private:
       ++count;
     }
     // After make_ready(): see detach().
-    if (entry.is_linked())
-      remove_entry(entry);
+    vacate();
     return count;
   }
 
-  void remove_entry(timer_entry& entry) {
-    wheel_->remove(entry);
-    if (wheel_->empty() && armed_) {
+  // Files `entry`, which has just gained its first wait, for `deadline`. An entry still in
+  // the wheel from an earlier wait, at a tick no later than `deadline`, stays where it is:
+  // moving it would write its two neighbours, cold in a large wheel, and a server re-arms
+  // a timer for later on every request. When that tick comes, expire() files the entry
+  // again for wanted_ (or drops it, if its waits have gone), once however many re-arms
+  // happened in between.
+  void file(timer_entry& entry, tick_type deadline) noexcept {
+    entry.wanted_ = deadline;
+    if (entry.is_linked()) {
+      if (entry.deadline() <= deadline)
+        return;
+      wheel_->remove(entry);
+    }
+    wheel_->insert(entry, deadline);
+  }
+
+  // An entry has lost its last wait; it may stay in the wheel (see file()).
+  void vacate() {
+    if (--live_ == 0 && armed_) {
       // Nothing left to wait for: disarm so that run() can return.
       armed_ = false;
       driver_->cancel();
@@ -632,6 +673,13 @@ private:
     // an inline wait (see evict) would leave its waits nowhere. It terminates instead.
     const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) noexcept {
       auto& entry = static_cast<timer_entry&>(node);
+      if (entry.head_ == nullptr)
+        return; // left behind by a cancellation: dropped
+      if (entry.wanted_ > now) {
+        wheel_->insert(entry, entry.wanted_); // re-armed for later since it was filed
+        return;
+      }
+      --live_;
       spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
       for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr;) {
         wait_op* const next = op->next_;
@@ -651,8 +699,10 @@ private:
         std::unique_lock relock(mutex_);
         expire(relock);
       });
-    } else if (auto next = wheel_->next_expiry()) {
-      arm_if_earlier(*next);
+    } else if (live_ != 0) {
+      // The first filing may be one left behind (see file()): early, never late.
+      if (auto next = wheel_->next_expiry())
+        arm_if_earlier(*next);
     }
     lock.unlock();
     run(head);
@@ -720,6 +770,9 @@ private:
   tick_type max_tick_ = 0;
   // Re-created by set_tick() (only while empty), hence optional.
   std::optional<timing_wheel> wheel_;
+  // Entries with pending waits (all of them in the wheel). The driver is armed only while
+  // there are some: entries left behind without waits do not keep run() going.
+  std::size_t live_ = 0;
   // Waits whose result is decided, in completion order, linked through wait_op::next_.
   wait_op* ready_head_ = nullptr;
   wait_op* ready_tail_ = nullptr;
