@@ -27,7 +27,9 @@ set offsets graph 0.05, graph 0.05, graph 0.15, 0
 
 describe(op) = op eq "arm" ? "arm: expires_after + async_wait" : \
                op eq "cancel" ? "cancel: cancel() + aborted handler" : \
+               op eq "cancel_warm" ? "cancel, timer object in cache" : \
                op eq "reset" ? "reset: re-arm a pending wait" : \
+               op eq "reset_warm" ? "reset, timer object in cache" : \
                op eq "fire" ? "fire: CPU per completed handler" : \
                op eq "bytes" ? "memory per pending timer" : op
 
