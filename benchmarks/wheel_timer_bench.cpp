@@ -543,7 +543,7 @@ void register_all(const char* op, std::int64_t n) {
 // The ratio table.
 
 void print_table(std::FILE* out) {
-  static const char* const ops[] = {"arm",  "cancel", "cancel_warm", "reset",
+  static const char* const ops[] = {"arm",        "cancel", "cancel_warm", "reset",
                                     "reset_warm", "fire",   "bytes"};
   std::fprintf(out,
                "\nsteady_timer / wheel_timer (from this run; time ops: ns per op, fire: CPU ns "
@@ -663,7 +663,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  static const char* const ops[] = {"arm",  "cancel", "cancel_warm", "reset",
+  static const char* const ops[] = {"arm",        "cancel", "cancel_warm", "reset",
                                     "reset_warm", "fire",   "bytes"};
   for (const std::int64_t n : cfg.sizes) {
     for (const char* op : ops) {

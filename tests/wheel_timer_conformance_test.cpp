@@ -1512,8 +1512,7 @@ TEST_CASE_TEMPLATE("a moved wait is cancelled through its new owner", Timer, TIM
   CHECK_ABORTED(o2);
 }
 
-TEST_CASE_TEMPLATE("waits started at different times move together, in order", Timer,
-                   TIMER_TYPES) {
+TEST_CASE_TEMPLATE("waits started at different times move together, in order", Timer, TIMER_TYPES) {
   // Waits come and go on one timer. Where an implementation keeps each of them differs
   // (asio-wheel keeps one small wait inside the timer object, the others apart), so the
   // subcases put the first wait started after an abort at each place of the queue.

@@ -148,12 +148,13 @@ public:
 
   asio::cancellation_slot slot() noexcept { return signal_.slot(); }
 
-  // The operation completed (or its handler was destroyed): the deadline is moot. Cancelling
-  // also clears the timer's pending-wait flag, so the timer's destructor, which may run
-  // late (from the forwarder), never needs the service again.
+  // The operation completed (or its handler was destroyed): the deadline is moot. The timer
+  // leaves the wheel now (a cancel() would leave its entry there, see wheel_service), so
+  // that its destructor, which may run late (from the forwarder, after the context is
+  // gone), never needs the service again.
   void finish() {
     finished_.store(true, std::memory_order_release);
-    timer_.cancel();
+    timer_access::release(timer_);
     release();
   }
 

@@ -100,8 +100,9 @@ private:
   }
 
   const asio::any_io_executor* heap() const noexcept {
-    return (word_ & heap_bit) != 0 ? reinterpret_cast<const asio::any_io_executor*>(word_ & ~heap_bit)
-                                   : nullptr;
+    return (word_ & heap_bit) != 0
+               ? reinterpret_cast<const asio::any_io_executor*>(word_ & ~heap_bit)
+               : nullptr;
   }
 
   asio::io_context* context() const noexcept { return reinterpret_cast<asio::io_context*>(word_); }

@@ -217,8 +217,8 @@ template <typename Handler>
 inline constexpr bool fits_inline =
     sizeof(wait_handler_op<Handler, direct_completion>) <= inline_op_size &&
     alignof(wait_handler_op<Handler, direct_completion>) <= alignof(void*) &&
-    std::is_nothrow_move_constructible_v<Handler> &&
-    std::is_same_v<op_allocator_t<Handler>, block_cache_allocator<void>>;
+    std::is_nothrow_move_constructible_v<Handler>&& std::is_same_v<op_allocator_t<Handler>,
+                                                                   block_cache_allocator<void>>;
 
 } // namespace asio_wheel::detail
 

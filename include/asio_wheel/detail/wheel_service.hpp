@@ -15,8 +15,18 @@
 // (timer_entry) while it has pending waits, whatever their number: all waits of a timer
 // share its expiry, as in Asio's own timer queue. The driver, one
 // asio::basic_waitable_timer, is armed for the earliest tick at which the wheel has work,
-// re-armed only when an insert moves that earlier, and cancelled when the wheel empties, so
-// an idle context has no timer armed and run() can return.
+// re-armed only when an insert moves that earlier, and cancelled when no entry has a wait
+// left, so an idle context has no timer armed and run() can return.
+//
+// Lazy re-arm. An entry that loses its waits stays in the wheel; given new ones for a later
+// expiry (a heartbeat re-armed on every request), it stays where it is and wanted_ records
+// the expiry. When its tick comes, the driver files it again for wanted_, or drops it if it
+// has no wait: one wheel operation per tick reached, not one per re-arm.
+//
+// Inline waits. Each timer has room for one small wait (timer_entry::inline_). A wait moves
+// out of it, under the lock, when it leaves its timer for the ready queue (to a block of
+// its own) or when the timer is moved (to the new timer's room), so the ready queue and the
+// batches never point into a timer object that its owner may destroy.
 //
 // Completions. Waits that expire in one driver turn, or are aborted before the next drain,
 // are completed in one batch from a single handler on the context: a handler whose executor
