@@ -316,6 +316,16 @@ void finish_pending(benchmark::State& state, world<Timer>& w, const char* op,
 // Benchmarks.
 
 template <typename Timer>
+void arm_each(world<Timer>& w, const std::vector<std::uint32_t>& idx,
+              const std::vector<clock_type::duration>& dur) {
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    Timer& t = w.timer(idx[j]);
+    t.expires_after(dur[j]);
+    t.async_wait(w.handler());
+  }
+}
+
+template <typename Timer>
 void bm_arm(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   auto w = make_pending_world<Timer>(n);
@@ -340,11 +350,7 @@ void bm_arm(benchmark::State& state) {
     }
 
     const auto t0 = clock_type::now();
-    for (std::size_t j = 0; j < k; ++j) {
-      Timer& t = w->timer(idx[j]);
-      t.expires_after(dur[j]);
-      t.async_wait(w->handler());
-    }
+    arm_each(*w, idx, dur);
     const auto t1 = clock_type::now();
 
     state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
@@ -369,8 +375,11 @@ void warm_objects(world<Timer>& w, const std::vector<std::uint32_t>& idx, bool w
       warm_object(w.timer(i));
 }
 
-template <typename Timer, bool Warm>
-void bm_cancel(benchmark::State& state) {
+// The loop of cancel and reset. Per iteration: K random timers and durations, the timer
+// objects read first if `warm`; then, timed, `timed(idx, dur)` (returning how many waits it
+// aborted) and ctx.poll() running the K aborted handlers; then, untimed, `after(idx, dur)`.
+template <typename Timer, typename Timed, typename After>
+void abort_batches(benchmark::State& state, const char* op, bool warm, Timed timed, After after) {
   const auto n = static_cast<std::size_t>(state.range(0));
   auto w = make_pending_world<Timer>(n);
   const std::size_t k = std::min(cfg.batch, n);
@@ -382,64 +391,52 @@ void bm_cancel(benchmark::State& state) {
     w->pick(idx);
     w->draw(dur);
     const std::uint64_t aborted0 = w->count().aborted;
-    std::size_t cancelled = 0;
-    warm_objects(*w, idx, Warm);
+    warm_objects(*w, idx, warm);
 
     const auto t0 = clock_type::now();
-    for (const auto i : idx)
-      cancelled += w->timer(i).cancel();
+    const std::size_t cancelled = timed(*w, idx, dur);
     w->poll();
     const auto t1 = clock_type::now();
 
     if (cancelled != k || w->count().aborted - aborted0 != k) {
-      fail_batch(state, "cancel", k, cancelled, w->count().aborted - aborted0);
+      fail_batch(state, op, k, cancelled, w->count().aborted - aborted0);
       return;
     }
-    for (std::size_t j = 0; j < k; ++j) {
-      Timer& t = w->timer(idx[j]);
-      t.expires_after(dur[j]);
-      t.async_wait(w->handler());
-    }
-
+    after(*w, idx, dur);
     state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
     per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
-  finish_pending(state, *w, Warm ? "cancel_warm" : "cancel", per_op_ns);
+  finish_pending(state, *w, op, per_op_ns);
+}
+
+template <typename Timer, bool Warm>
+void bm_cancel(benchmark::State& state) {
+  abort_batches<Timer>(
+      state, Warm ? "cancel_warm" : "cancel", Warm,
+      [](world<Timer>& w, const std::vector<std::uint32_t>& idx, const auto&) {
+        std::size_t cancelled = 0;
+        for (const auto i : idx)
+          cancelled += w.timer(i).cancel();
+        return cancelled;
+      },
+      arm_each<Timer>);
 }
 
 template <typename Timer, bool Warm>
 void bm_reset(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  auto w = make_pending_world<Timer>(n);
-  const std::size_t k = std::min(cfg.batch, n);
-  std::vector<std::uint32_t> idx(k);
-  std::vector<clock_type::duration> dur(k);
-  std::vector<double> per_op_ns;
-  per_op_ns.reserve(static_cast<std::size_t>(state.max_iterations));
-  for (auto _ : state) {
-    w->pick(idx);
-    w->draw(dur);
-    const std::uint64_t aborted0 = w->count().aborted;
-    std::size_t cancelled = 0;
-    warm_objects(*w, idx, Warm);
-
-    const auto t0 = clock_type::now();
-    for (std::size_t j = 0; j < k; ++j) {
-      Timer& t = w->timer(idx[j]);
-      cancelled += t.expires_after(dur[j]);
-      t.async_wait(w->handler());
-    }
-    w->poll();
-    const auto t1 = clock_type::now();
-
-    if (cancelled != k || w->count().aborted - aborted0 != k) {
-      fail_batch(state, "reset", k, cancelled, w->count().aborted - aborted0);
-      return;
-    }
-    state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
-    per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
-  }
-  finish_pending(state, *w, Warm ? "reset_warm" : "reset", per_op_ns);
+  abort_batches<Timer>(
+      state, Warm ? "reset_warm" : "reset", Warm,
+      [](world<Timer>& w, const std::vector<std::uint32_t>& idx,
+         const std::vector<clock_type::duration>& dur) {
+        std::size_t cancelled = 0;
+        for (std::size_t j = 0; j < idx.size(); ++j) {
+          Timer& t = w.timer(idx[j]);
+          cancelled += t.expires_after(dur[j]);
+          t.async_wait(w.handler());
+        }
+        return cancelled;
+      },
+      [](world<Timer>&, const auto&, const auto&) {});
 }
 
 template <typename Timer>
