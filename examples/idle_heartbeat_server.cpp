@@ -586,14 +586,16 @@ void print_memory_notes() {
   std::printf(
       "memory per idle connection, server side (this build):\n"
       "  sizeof(asio_wheel::heartbeat)   = %3zu bytes  the keep-alive state: a wheel timer\n"
-      "                                              (executor, expiry, wheel entry), the\n"
-      "                                              activity mark, the two thresholds\n"
+      "                                              (executor, expiry, wheel entry, room for\n"
+      "                                              its wait), the activity mark, the two\n"
+      "                                              thresholds\n"
       "  sizeof(asio::ip::tcp::socket)   = %3zu bytes\n"
       "  sizeof(server_session)          = %3zu bytes  socket + heartbeat + buffers + queue\n"
       "  (for comparison: sizeof(asio::steady_timer) = %zu bytes)\n"
       "  On the heap, per connection: the session, a coroutine frame for the reader and one for\n"
-      "  the keep-alive loop, one pending read, and exactly one pending wheel wait, however\n"
-      "  much traffic there is: touch() is a store, it allocates nothing and arms nothing.\n",
+      "  the keep-alive loop, and one pending read. The pending wheel wait of a coroutine\n"
+      "  lives in the heartbeat, however much traffic there is: touch() is a store, it\n"
+      "  allocates nothing and arms nothing.\n",
       sizeof(heartbeat), sizeof(tcp::socket), sizeof(server_session), sizeof(asio::steady_timer));
 }
 

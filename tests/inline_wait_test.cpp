@@ -10,6 +10,8 @@
 // to count allocations, so it holds the tests that depend on that count, and the ones that
 // drive waits in and out of the inline storage.
 
+#include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -28,6 +30,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <deque>
 #include <new>
 #include <system_error>
 #include <utility>
@@ -116,6 +119,38 @@ TEST_CASE("one small wait per timer lives in the timer: 1000 pending waits alloc
   ioc.run();
   CHECK(c.aborted == 1000);
   CHECK(c.ok == 0);
+}
+
+TEST_CASE("idle_timer and heartbeat waits with a small handler allocate nothing") {
+  asio::io_context ioc;
+  counts c;
+  // The context's first wait creates the driver (Asio's timer allocates for it).
+  wheel_timer first(ioc, 1h);
+  first.async_wait(counter(c));
+  // Neither type is movable (a pending wait refers to its object): a deque builds in place.
+  std::deque<asio_wheel::idle_timer> idle;
+  std::deque<asio_wheel::heartbeat> beats;
+  for (int i = 0; i < 500; ++i) {
+    idle.emplace_back(ioc, 1h);
+    beats.emplace_back(ioc, asio_wheel::heartbeat::options{1h, 2h});
+  }
+  int events = 0;
+  const std::size_t before = allocations.load();
+  for (auto& t : idle)
+    t.async_wait(counter(c));
+  for (auto& b : beats)
+    b.async_next([&events](const asio::error_code& ec, asio_wheel::heartbeat::event) {
+      events += ec ? 1 : 100;
+    });
+  CHECK(allocations.load() - before == 0);
+  for (auto& t : idle)
+    CHECK(t.cancel() == 1);
+  for (auto& b : beats)
+    CHECK(b.cancel() == 1);
+  CHECK(first.cancel() == 1);
+  ioc.run();
+  CHECK(c.aborted == 501);
+  CHECK(events == 500);
 }
 
 TEST_CASE("a second wait on a timer, and handlers that do not fit, still complete") {

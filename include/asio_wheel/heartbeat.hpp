@@ -12,8 +12,6 @@
 #include <asio_wheel/detail/activity_timer.hpp>
 
 #include <asio/async_result.hpp>
-#include <asio/cancellation_state.hpp>
-#include <asio/compose.hpp>
 #include <asio/error.hpp>
 
 #include <chrono>
@@ -101,54 +99,56 @@ public:
    */
   template <typename Token = asio::default_completion_token_t<executor_type>>
   auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_compose<Token, void(asio::error_code, event)>(next_op{this}, token,
-                                                                     this->timer_);
+    return asio::async_initiate<Token, void(asio::error_code, event)>(
+        typename base::template initiation<basic_heartbeat>(this), token);
   }
 
 private:
+  friend typename base::template initiation<basic_heartbeat>;
+  template <typename, typename>
+  friend class detail::rearming_handler;
+
   static options checked(const options& opts) {
     if (opts.ping_after <= duration::zero() || opts.drop_after <= opts.ping_after)
       throw std::invalid_argument("asio_wheel::heartbeat: need 0 < ping_after < drop_after");
     return opts;
   }
 
-  struct next_op {
-    basic_heartbeat* self;
-    bool started = false;
+  // The first round always goes through the timer, so the handler is never called from
+  // inside async_next().
+  template <typename Handler>
+  void start(Handler&& handler) {
+    arm(std::forward<Handler>(handler));
+  }
 
-    template <typename Self>
-    void operator()(Self& op, const asio::error_code& ec = {}) {
-      if (ec) {
-        op.complete(ec, event::drop);
-        return;
-      }
-      if (!started) {
-        // A wait has no side effects, so every kind of cancellation may abort it (Asio's
-        // composed operations pass on only terminal cancellation by default).
-        op.reset_cancellation_state(asio::enable_total_cancellation());
-      }
-      const time_point last = self->activity_.last();
-      const bool pinged = self->pinged_for_ == last;
-      // The first round always goes through the timer, so the handler is never called
-      // from inside async_next().
-      if (started) {
-        const time_point now = clock_type::now();
-        if (now >= self->activity_.after(self->options_.drop_after)) {
-          op.complete(asio::error_code(), event::drop);
-          return;
-        }
-        if (!pinged && now >= self->activity_.after(self->options_.ping_after)) {
-          self->pinged_for_ = last;
-          op.complete(asio::error_code(), event::ping);
-          return;
-        }
-      }
-      started = true;
-      self->timer_.expires_at(
-          self->activity_.after(pinged ? self->options_.drop_after : self->options_.ping_after));
-      self->timer_.async_wait(std::move(op));
+  // Waits for the next threshold of the current quiet spell: the ping, or once it has been
+  // reported, the drop.
+  template <typename Handler>
+  void arm(Handler&& handler) {
+    const bool pinged = pinged_for_ == this->activity_.last();
+    this->wait_until(this->activity_.after(pinged ? options_.drop_after : options_.ping_after),
+                     this, std::forward<Handler>(handler));
+  }
+
+  template <typename Handler>
+  void on_wait(detail::rearming_handler<basic_heartbeat, Handler>&& h, const asio::error_code& ec) {
+    if (ec) {
+      std::move(h.handler())(ec, event::drop);
+      return;
     }
-  };
+    const time_point last = this->activity_.last();
+    const time_point now = clock_type::now();
+    if (now >= this->activity_.after(options_.drop_after)) {
+      std::move(h.handler())(asio::error_code(), event::drop);
+      return;
+    }
+    if (pinged_for_ != last && now >= this->activity_.after(options_.ping_after)) {
+      pinged_for_ = last;
+      std::move(h.handler())(asio::error_code(), event::ping);
+      return;
+    }
+    arm(std::move(h)); // touched since: the thresholds moved
+  }
 
   options options_;
   // The activity mark the last ping was reported for: one ping per quiet spell.

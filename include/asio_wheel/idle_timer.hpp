@@ -12,8 +12,6 @@
 #include <asio_wheel/detail/activity_timer.hpp>
 
 #include <asio/async_result.hpp>
-#include <asio/cancellation_state.hpp>
-#include <asio/compose.hpp>
 #include <asio/error.hpp>
 
 #include <chrono>
@@ -97,44 +95,41 @@ public:
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_compose<WaitToken, void(asio::error_code)>(wait_op{this}, token,
-                                                                  this->timer_);
+    return asio::async_initiate<WaitToken, void(asio::error_code)>(
+        typename base::template initiation<basic_idle_timer>(this), token);
   }
 
 private:
+  friend typename base::template initiation<basic_idle_timer>;
+  template <typename, typename>
+  friend class detail::rearming_handler;
+
   static duration checked(const duration& timeout) {
     if (timeout <= duration::zero())
       throw std::invalid_argument("asio_wheel::idle_timer: the timeout must be positive");
     return timeout;
   }
 
-  struct wait_op {
-    basic_idle_timer* self;
-    bool started = false;
+  // The first round always goes through the timer, so the handler is never called from
+  // inside async_wait().
+  template <typename Handler>
+  void start(Handler&& handler) {
+    this->wait_until(this->activity_.after(timeout_), this, std::forward<Handler>(handler));
+  }
 
-    template <typename Self>
-    void operator()(Self& op, const asio::error_code& ec = {}) {
-      if (ec) {
-        op.complete(ec);
+  // The timer's wait completed. Touched since it was armed: wait for the rest.
+  template <typename Handler>
+  void on_wait(detail::rearming_handler<basic_idle_timer, Handler>&& h,
+               const asio::error_code& ec) {
+    if (!ec) {
+      const time_point deadline = this->activity_.after(timeout_);
+      if (clock_type::now() < deadline) {
+        this->wait_until(deadline, this, std::move(h));
         return;
       }
-      if (!started) {
-        // A wait has no side effects, so every kind of cancellation may abort it (Asio's
-        // composed operations pass on only terminal cancellation by default).
-        op.reset_cancellation_state(asio::enable_total_cancellation());
-      }
-      const time_point deadline = self->activity_.after(self->timeout_);
-      // The first round always goes through the timer, so the handler is never called
-      // from inside async_wait().
-      if (started && clock_type::now() >= deadline) {
-        op.complete(asio::error_code());
-        return;
-      }
-      started = true;
-      self->timer_.expires_at(deadline);
-      self->timer_.async_wait(std::move(op));
     }
-  };
+    std::move(h.handler())(ec);
+  }
 
   duration timeout_;
 };

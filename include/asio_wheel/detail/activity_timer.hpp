@@ -11,12 +11,16 @@
 
 #include <asio_wheel/basic_wheel_timer.hpp>
 
+#include <asio/associator.hpp>
+#include <asio/async_result.hpp>
+#include <asio/error.hpp>
 #include <asio/execution_context.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 namespace asio_wheel::detail {
 
@@ -50,6 +54,28 @@ private:
   static time_point now() noexcept { return Clock::now(); }
 
   std::atomic<typename duration::rep> last_;
+};
+
+// The handler of an activity timer's wheel wait: the user's handler, and the owner that
+// decides, when the wait completes, whether to call it or to wait again with it. Used in
+// place of asio::async_compose, whose operation would keep the handler in a block of its
+// own: this one, with a small handler, fits in the wheel timer's room for one wait, so an
+// idle connection's wait allocates nothing. The handler's associated executor, allocator
+// and cancellation slot are this one's (see the asio::associator specialisation below).
+template <typename Owner, typename Handler>
+class rearming_handler {
+public:
+  template <typename H>
+  rearming_handler(Owner* owner, H&& handler) : owner_(owner), handler_(std::forward<H>(handler)) {}
+
+  void operator()(const asio::error_code& ec) { owner_->on_wait(std::move(*this), ec); }
+
+  Handler& handler() noexcept { return handler_; }
+  const Handler& handler() const noexcept { return handler_; }
+
+private:
+  Owner* owner_;
+  Handler handler_;
 };
 
 // What idle_timer and heartbeat share: a wheel timer re-armed lazily, and the mark of the
@@ -92,10 +118,60 @@ protected:
 
   ~activity_timer() = default;
 
+  // Starts (or continues) a wait of `owner` (the derived timer) until `deadline`, carrying
+  // `handler`, which the owner's on_wait() receives back.
+  template <typename Owner, typename Handler>
+  void wait_until(const time_point& deadline, Owner* owner, Handler&& handler) {
+    timer_.expires_at(deadline);
+    if constexpr (is_rearming<std::decay_t<Handler>>::value)
+      timer_.async_wait(std::forward<Handler>(handler));
+    else
+      timer_.async_wait(
+          rearming_handler<Owner, std::decay_t<Handler>>(owner, std::forward<Handler>(handler)));
+  }
+
+  // The initiation of an owner's asynchronous operation: starts its first wait through
+  // `start(owner, handler)`. A class rather than a lambda, so that it carries the I/O
+  // executor as Asio's own initiations do.
+  template <typename Owner>
+  class initiation {
+  public:
+    using executor_type = Executor;
+    explicit initiation(Owner* owner) noexcept : owner_(owner) {}
+    executor_type get_executor() const noexcept { return owner_->get_executor(); }
+    template <typename Handler>
+    void operator()(Handler&& handler) const {
+      owner_->start(std::forward<Handler>(handler));
+    }
+
+  private:
+    Owner* owner_;
+  };
+
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   activity_stamp<Clock> activity_;
+
+private:
+  template <typename T>
+  struct is_rearming : std::false_type {};
+  template <typename O, typename H>
+  struct is_rearming<rearming_handler<O, H>> : std::true_type {};
 };
 
 } // namespace asio_wheel::detail
+
+// The user's handler speaks for the rearming_handler that carries it: associated executor,
+// allocator and cancellation slot, as for Asio's own binders.
+template <template <typename, typename> class Associator, typename Owner, typename Handler,
+          typename DefaultCandidate>
+struct asio::associator<Associator, asio_wheel::detail::rearming_handler<Owner, Handler>,
+                        DefaultCandidate> {
+  using type = typename Associator<Handler, DefaultCandidate>::type;
+
+  static type get(const asio_wheel::detail::rearming_handler<Owner, Handler>& h,
+                  const DefaultCandidate& c = DefaultCandidate()) noexcept {
+    return Associator<Handler, DefaultCandidate>::get(h.handler(), c);
+  }
+};
 
 #endif // ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
