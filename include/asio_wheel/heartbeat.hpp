@@ -47,6 +47,11 @@ namespace asio_wheel {
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
  * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
+ *
+ * @par Lifetime
+ * As with Asio's composed operations, the object must outlive an async_next() that has
+ * not been cancelled: when a threshold's deadline passes, the completion reads the activity
+ * mark before calling the handler. Destroying the object aborts its wait, which is safe.
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
@@ -131,23 +136,25 @@ private:
   }
 
   template <typename Handler>
-  void on_wait(detail::rearming_handler<basic_heartbeat, Handler>&& h, const asio::error_code& ec) {
+  static void on_wait(detail::rearming_handler<basic_heartbeat, Handler>&& h,
+                      const asio::error_code& ec) {
     if (ec) {
       std::move(h.handler())(ec, event::drop);
       return;
     }
-    const time_point last = this->activity_.last();
+    basic_heartbeat& self = h.owner();
+    const time_point last = self.activity_.last();
     const time_point now = clock_type::now();
-    if (now >= this->activity_.after(options_.drop_after)) {
+    if (now >= self.activity_.after(self.options_.drop_after)) {
       std::move(h.handler())(asio::error_code(), event::drop);
       return;
     }
-    if (pinged_for_ != last && now >= this->activity_.after(options_.ping_after)) {
-      pinged_for_ = last;
+    if (self.pinged_for_ != last && now >= self.activity_.after(self.options_.ping_after)) {
+      self.pinged_for_ = last;
       std::move(h.handler())(asio::error_code(), event::ping);
       return;
     }
-    arm(std::move(h)); // touched since: the thresholds moved
+    self.arm(std::move(h)); // touched since: the thresholds moved
   }
 
   options options_;

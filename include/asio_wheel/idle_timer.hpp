@@ -37,6 +37,12 @@ namespace asio_wheel {
  * @e Distinct @e objects: Safe.@n
  * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
  *
+ * @par Lifetime
+ * As with Asio's composed operations, the object must outlive a wait that has not been
+ * cancelled: when the wheel's deadline passes, the completion reads the activity mark
+ * before calling the handler (keep the object alive from the handler, as a connection's
+ * shared_ptr does). Destroying it aborts its wait, which is then safe.
+ *
  * @par Example
  * @code
  * asio_wheel::idle_timer idle(socket.get_executor(), 30s);
@@ -119,12 +125,13 @@ private:
 
   // The timer's wait completed. Touched since it was armed: wait for the rest.
   template <typename Handler>
-  void on_wait(detail::rearming_handler<basic_idle_timer, Handler>&& h,
-               const asio::error_code& ec) {
+  static void on_wait(detail::rearming_handler<basic_idle_timer, Handler>&& h,
+                      const asio::error_code& ec) {
     if (!ec) {
-      const time_point deadline = this->activity_.after(timeout_);
+      basic_idle_timer& self = h.owner();
+      const time_point deadline = self.activity_.after(self.timeout_);
       if (clock_type::now() < deadline) {
-        this->wait_until(deadline, this, std::move(h));
+        self.wait_until(deadline, &self, std::move(h));
         return;
       }
     }

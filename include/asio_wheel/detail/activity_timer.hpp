@@ -68,8 +68,11 @@ public:
   template <typename H>
   rearming_handler(Owner* owner, H&& handler) : owner_(owner), handler_(std::forward<H>(handler)) {}
 
-  void operator()(const asio::error_code& ec) { owner_->on_wait(std::move(*this), ec); }
+  // Static: after operation_aborted the owner may be gone (a destroyed timer aborts its
+  // wait), and on_wait() then only calls the handler.
+  void operator()(const asio::error_code& ec) { Owner::on_wait(std::move(*this), ec); }
 
+  Owner& owner() const noexcept { return *owner_; }
   Handler& handler() noexcept { return handler_; }
   const Handler& handler() const noexcept { return handler_; }
 
