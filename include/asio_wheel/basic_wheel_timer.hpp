@@ -340,6 +340,12 @@ public:
    *
    * Unlike asio::basic_waitable_timer in Asio 1.22, cancellation keeps working after the
    * timer object has been moved.
+   *
+   * @par Operation Storage
+   * One pending wait whose handler is small (two pointers), nothrow-movable and has no
+   * associated allocator is kept inside the timer object: starting it allocates nothing.
+   * Other waits take a block from a per-thread cache, or from the handler's associated
+   * allocator when it has one. A wait's storage is released before its handler runs.
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
