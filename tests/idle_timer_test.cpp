@@ -28,7 +28,9 @@
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/idle_timer.hpp>
 
+#include <asio/bind_allocator.hpp>
 #include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
 #include <asio/co_spawn.hpp>
@@ -38,6 +40,7 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/system_error.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
@@ -463,6 +466,51 @@ TEST_CASE("idle_timer: destroying it with a wait pending aborts the wait") {
   const auto r = guarded_run(ctx);
   CHECK_ABORTED(o);
   CHECK_PROMPT(r);
+}
+
+TEST_CASE("idle_timer and heartbeat: the handler's executor and allocator are used, also "
+          "across a lazy re-arm") {
+  asio::io_context ctx;
+  auto strand = asio::make_strand(ctx);
+  alloc_stats st;
+  counting_allocator<int> alloc(st);
+  bool on_strand = false;
+  int calls = 0;
+  asio::error_code result = asio::error::would_block;
+  std::size_t allocs_seen = 0, deallocs_seen = 0;
+  auto check = [&](const asio::error_code& ec) {
+    ++calls;
+    result = ec;
+    on_strand = strand.running_in_this_thread();
+    allocs_seen = st.allocs;
+    deallocs_seen = st.deallocs;
+  };
+  // A touch soon after the start makes the first wheel deadline pass with recent activity:
+  // the wait re-arms itself once before it completes.
+  SUBCASE("idle_timer") {
+    asio_wheel::idle_timer idle(ctx, 300ms);
+    idle.async_wait(asio::bind_executor(strand, asio::bind_allocator(alloc, check)));
+    asio::steady_timer toucher(ctx, 60ms);
+    toucher.async_wait([&](asio::error_code) { idle.touch(); });
+    guarded_run(ctx);
+  }
+  SUBCASE("heartbeat") {
+    asio_wheel::heartbeat hb(ctx, {300ms, 600ms});
+    hb.async_next(asio::bind_executor(
+        strand,
+        asio::bind_allocator(alloc, [&](asio::error_code ec, asio_wheel::heartbeat::event e) {
+          check(ec);
+          CHECK(e == asio_wheel::heartbeat::event::ping);
+        })));
+    asio::steady_timer toucher(ctx, 60ms);
+    toucher.async_wait([&](asio::error_code) { hb.touch(); });
+    guarded_run(ctx);
+  }
+  CHECK(calls == 1);
+  CHECK(result == kOk);
+  CHECK(on_strand);
+  CHECK(allocs_seen >= 2); // one per round of the wheel wait, from the handler's allocator
+  CHECK(deallocs_seen == allocs_seen); // all released before the handler ran
 }
 
 TEST_CASE("idle_timer: use_awaitable, deferred and as_tuple") {

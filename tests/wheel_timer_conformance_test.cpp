@@ -77,42 +77,6 @@ using namespace asio_wheel::test;
 // "Promptly": generous, for a noisy 2-core machine, and still far below kFar.
 constexpr auto kPrompt = 2s;
 
-// An allocator that counts.
-struct alloc_stats {
-  std::size_t allocs = 0;
-  std::size_t deallocs = 0;
-  std::size_t bytes_live = 0;
-};
-
-template <class T>
-struct counting_allocator {
-  using value_type = T;
-  alloc_stats* stats;
-
-  explicit counting_allocator(alloc_stats& s) noexcept : stats(&s) {}
-  template <class U>
-  counting_allocator(const counting_allocator<U>& other) noexcept : stats(other.stats) {}
-
-  T* allocate(std::size_t n) {
-    ++stats->allocs;
-    stats->bytes_live += n * sizeof(T);
-    return std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ++stats->deallocs;
-    stats->bytes_live -= n * sizeof(T);
-    std::allocator<T>().deallocate(p, n);
-  }
-  template <class U>
-  bool operator==(const counting_allocator<U>& other) const noexcept {
-    return stats == other.stats;
-  }
-  template <class U>
-  bool operator!=(const counting_allocator<U>& other) const noexcept {
-    return stats != other.stats;
-  }
-};
-
 // Set while this thread is inside a call that must never invoke a handler.
 thread_local bool t_inside_call = false;
 
