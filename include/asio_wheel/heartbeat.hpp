@@ -122,17 +122,17 @@ private:
   // The first round always goes through the timer, so the handler is never called from
   // inside async_next().
   template <typename Handler>
-  void start(Handler&& handler) {
-    arm(std::forward<Handler>(handler));
+  void start(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
+    arm(std::move(h));
   }
 
   // Waits for the next threshold of the current quiet spell: the ping, or once it has been
   // reported, the drop.
   template <typename Handler>
-  void arm(Handler&& handler) {
+  void arm(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
     const bool pinged = pinged_for_ == this->activity_.last();
     this->wait_until(this->activity_.after(pinged ? options_.drop_after : options_.ping_after),
-                     this, std::forward<Handler>(handler));
+                     std::move(h));
   }
 
   template <typename Handler>

@@ -119,8 +119,8 @@ private:
   // The first round always goes through the timer, so the handler is never called from
   // inside async_wait().
   template <typename Handler>
-  void start(Handler&& handler) {
-    this->wait_until(this->activity_.after(timeout_), this, std::forward<Handler>(handler));
+  void start(detail::rearming_handler<basic_idle_timer, Handler>&& h) {
+    this->wait_until(this->activity_.after(timeout_), std::move(h));
   }
 
   // The timer's wait completed. Touched since it was armed: wait for the rest.
@@ -131,7 +131,7 @@ private:
       basic_idle_timer& self = h.owner();
       const time_point deadline = self.activity_.after(self.timeout_);
       if (clock_type::now() < deadline) {
-        self.wait_until(deadline, &self, std::move(h));
+        self.wait_until(deadline, std::move(h));
         return;
       }
     }

@@ -121,21 +121,16 @@ protected:
 
   ~activity_timer() = default;
 
-  // Starts (or continues) a wait of `owner` (the derived timer) until `deadline`, carrying
-  // `handler`, which the owner's on_wait() receives back.
+  // Starts (or continues) a wait until `deadline`; the owner's on_wait() gets `h` back.
   template <typename Owner, typename Handler>
-  void wait_until(const time_point& deadline, Owner* owner, Handler&& handler) {
+  void wait_until(const time_point& deadline, rearming_handler<Owner, Handler>&& h) {
     timer_.expires_at(deadline);
-    if constexpr (is_rearming<std::decay_t<Handler>>::value)
-      timer_.async_wait(std::forward<Handler>(handler));
-    else
-      timer_.async_wait(
-          rearming_handler<Owner, std::decay_t<Handler>>(owner, std::forward<Handler>(handler)));
+    timer_.async_wait(std::move(h));
   }
 
-  // The initiation of an owner's asynchronous operation: starts its first wait through
-  // `start(owner, handler)`. A class rather than a lambda, so that it carries the I/O
-  // executor as Asio's own initiations do.
+  // The initiation of an owner's asynchronous operation: wraps the handler once, and starts
+  // the first wait through `owner->start(rearming_handler)`. A class rather than a lambda,
+  // so that it carries the I/O executor as Asio's own initiations do.
   template <typename Owner>
   class initiation {
   public:
@@ -144,7 +139,8 @@ protected:
     executor_type get_executor() const noexcept { return owner_->get_executor(); }
     template <typename Handler>
     void operator()(Handler&& handler) const {
-      owner_->start(std::forward<Handler>(handler));
+      owner_->start(
+          rearming_handler<Owner, std::decay_t<Handler>>(owner_, std::forward<Handler>(handler)));
     }
 
   private:
@@ -153,12 +149,6 @@ protected:
 
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   activity_stamp<Clock> activity_;
-
-private:
-  template <typename T>
-  struct is_rearming : std::false_type {};
-  template <typename O, typename H>
-  struct is_rearming<rearming_handler<O, H>> : std::true_type {};
 };
 
 } // namespace asio_wheel::detail

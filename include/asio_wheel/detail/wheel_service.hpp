@@ -544,8 +544,8 @@ private:
     }
   }
 
-  // Takes `op` off its timer and queues it for completion. The timer leaves the wheel with
-  // its last wait.
+  // Takes `op` off its timer and queues it for completion. A timer left without waits stays
+  // in the wheel (see file()).
   void detach(wait_op* op, bool aborted) {
     timer_entry& entry = *op->owner_;
     spare_block spare(entry.holds(op));
