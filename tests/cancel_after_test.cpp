@@ -738,6 +738,28 @@ TEST_CASE("a cancellation emitted on the outer handler's slot is forwarded to th
   }
 }
 
+// The forwarder in the user's slot keeps the adapter's state alive, possibly past the
+// context. Once the operation has finished, that state must hold nothing of the context: a
+// strand executor copy, for one, needs its context to be destroyed (ASan and TSan saw it).
+TEST_CASE("a strand-bound operation's state holds nothing of its context once it finished") {
+  asio::cancellation_signal outer; // outlives the context, so the forwarder does too
+  outcome o;
+  {
+    asio::io_context ctx;
+    asio::steady_timer op(ctx, 1ms);
+    {
+      auto strand = asio::make_strand(ctx);
+      op.async_wait(asio_wheel::cancel_after(
+          kFar,
+          asio::bind_cancellation_slot(outer.slot(), asio::bind_executor(strand, record(o)))));
+    } // from here, the operation's handler and the adapter's state hold the strand
+    guarded_run(ctx);
+    CHECK_SUCCESS_AT(o, op.expiry());
+  }
+  outer.emit(asio::cancellation_type::terminal); // reaches nothing
+  CHECK(o.calls == 1);
+} // `outer` destroyed: the forwarder releases the state
+
 // The adapter never touches the user's signal after the operation completes (the signal may
 // be gone by then): its forwarder stays in the slot, owning what it refers to, until the
 // slot is re-used or the signal destroyed; an emit then reaches nothing.

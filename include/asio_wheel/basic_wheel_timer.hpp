@@ -36,13 +36,6 @@ struct timer_access {
     timer.expiry_ = expiry;
     timer.service_->retarget(timer.entry_, expiry);
   }
-
-  // As the destructor: aborts the waits and takes the entry out of the wheel, so that a
-  // timer owned by something that may outlive its context never needs the service again.
-  template <typename Timer>
-  static void release(Timer& timer) {
-    timer.release();
-  }
 };
 } // namespace detail
 

@@ -39,6 +39,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -142,24 +143,26 @@ public:
       refs_.fetch_add(1, std::memory_order_relaxed);
       outer.template emplace<forward_handler>(this);
     }
-    timer_.expires_at(deadline);
-    timer_.async_wait(deadline_handler(this));
+    timer_->expires_at(deadline);
+    timer_->async_wait(deadline_handler(this));
   }
 
   asio::cancellation_slot slot() noexcept { return signal_.slot(); }
 
   // The operation completed (or its handler was destroyed): the deadline is moot. The timer
-  // leaves the wheel now (a cancel() would leave its entry there, see wheel_service), so
-  // that its destructor, which may run late (from the forwarder, after the context is
-  // gone), never needs the service again.
+  // goes now, while its context surely exists: the state itself may live on in the user's
+  // signal (the forwarder's reference) after the context is gone, and the timer holds the
+  // wheel's service and a copy of the operation's executor (a strand, for one, whose
+  // destructor needs its context).
   void finish() {
     finished_.store(true, std::memory_order_release);
-    timer_access::release(timer_);
+    timer_.reset();
     release();
   }
 
 private:
-  cancel_at_state(const Executor& ex, asio::cancellation_type_t type) : timer_(ex), type_(type) {}
+  cancel_at_state(const Executor& ex, asio::cancellation_type_t type)
+      : timer_(std::in_place, ex), type_(type) {}
 
   // Emplaced in the user's own slot; owns one reference.
   class forward_handler {
@@ -209,7 +212,8 @@ private:
     }
   }
 
-  basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
+  // Until finish().
+  std::optional<basic_wheel_timer<Clock, WaitTraits, Executor>> timer_;
   asio::cancellation_signal signal_;
   asio::cancellation_type_t type_;
   // One for the operation's handler, one for the deadline's wait, one for the forwarder in
