@@ -57,9 +57,14 @@
 // before anything else, so the order of expiries is the same as without a limit.
 //
 // Complexity: insert O(1), remove O(1), next_expiry O(levels), advance O(cascaded entries +
-// expired entries + levels per slot visited). Memory: the wheel owns 11 * 64 slot heads
-// (5.5 KiB) and 11 bitmaps; entries are intrusive (wheel_node, 32 bytes, owned by the
-// caller), so the wheel never allocates.
+// expired entries + levels per slot visited). Memory: the wheel owns 11 * 64 slot lists
+// (first and last pointers, 11 KiB) and 11 bitmaps; entries are intrusive (wheel_node,
+// 32 bytes, owned by the caller), so the wheel never allocates.
+//
+// Cache behaviour. A slot's lists are not circular, and their ends live in the wheel's own
+// array, which stays in cache. Appending therefore touches the new node and the slot's last
+// node, which was itself appended recently; it never touches the slot's oldest node, a miss
+// at 1e7 entries. Unlinking a node writes its two neighbours (or the array, at an end).
 //
 // Thread safety: none. The owner serialises every call.
 
@@ -85,7 +90,7 @@ public:
 
   ~wheel_node() { assert(!is_linked() && "a wheel_node was destroyed while still in a wheel"); }
 
-  bool is_linked() const noexcept { return next_ != nullptr; }
+  bool is_linked() const noexcept { return slot_ != unlinked; }
 
   // The deadline given to the last insert().
   tick_type deadline() const noexcept { return deadline_; }
@@ -93,12 +98,14 @@ public:
 private:
   friend class timing_wheel;
 
-  // Neighbours in the circular list of the slot; both nullptr iff the node is not linked.
+  static constexpr std::uint16_t unlinked = 0xffff;
+
+  // Neighbours in the slot's list; nullptr at its ends. Meaningless while not linked.
   wheel_node* next_ = nullptr;
   wheel_node* prev_ = nullptr;
   tick_type deadline_ = 0;
-  // level * slots_per_level + slot number, while linked.
-  std::uint16_t slot_ = 0;
+  // level * slots_per_level + slot number while linked, else `unlinked`.
+  std::uint16_t slot_ = unlinked;
 };
 
 class timing_wheel {
@@ -135,7 +142,7 @@ public:
     const unsigned slot = node.slot_;
     unlink(node);
     --size_;
-    if (slot == partial_ && heads_[slot] == nullptr)
+    if (slot == partial_ && slots_[slot].first == nullptr)
       partial_ = no_slot;
   }
 
@@ -188,7 +195,7 @@ public:
         if (budget == 0)
           return false;
         --budget;
-        wheel_node& node = *heads_[index];
+        wheel_node& node = *slots_[index].first;
         remove(node);
         on_expire(node);
       } else if (!cascade(level * slots_per_level + index, moves)) {
@@ -207,7 +214,7 @@ public:
     for (unsigned level = 0; level < num_levels; ++level) {
       while (occupied_[level] != 0) {
         const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
-        wheel_node& node = *heads_[level * slots_per_level + index];
+        wheel_node& node = *slots_[level * slots_per_level + index].first;
         remove(node);
         on_remove(node);
       }
@@ -221,22 +228,26 @@ public:
       const unsigned digit = digit_of(elapsed_, level);
       for (unsigned index = 0; index < slots_per_level; ++index) {
         const unsigned slot = level * slots_per_level + index;
-        const wheel_node* head = heads_[slot];
+        const slot_list& list = slots_[slot];
         const bool bit = ((occupied_[level] >> index) & 1u) != 0;
-        if (bit != (head != nullptr))
+        if (bit != (list.first != nullptr))
           fail("occupancy bit disagrees with slot list", level, index);
-        if (head == nullptr)
+        if ((list.first == nullptr) != (list.last == nullptr))
+          fail("slot list has one end only", level, index);
+        if (list.first == nullptr)
           continue;
         const bool being_refiled = slot == partial_ && index == digit;
         if (level == 0 ? index < digit : (index <= digit && !being_refiled))
           fail("occupied slot is behind the current time", level, index);
         const tick_type start = slot_start(level, index);
-        const wheel_node* node = head;
-        do {
-          ++count;
+        if (list.first->prev_ != nullptr || list.last->next_ != nullptr)
+          fail("slot list ends are not its first and last nodes", level, index);
+        for (const wheel_node* node = list.first; node != nullptr; node = node->next_) {
+          if (++count > size_)
+            throw std::logic_error("timing_wheel: more nodes linked than size, or a cycle");
           if (node->slot_ != slot)
             fail("node records another slot", level, index);
-          if (node->next_->prev_ != node || node->prev_->next_ != node)
+          if (node->next_ != nullptr ? node->next_->prev_ != node : node != list.last)
             fail("broken list links", level, index);
           if (level == 0) {
             const bool exact = node->deadline_ == start;
@@ -247,11 +258,10 @@ public:
                      (node->deadline_ >> (level * slot_bits)) != (start >> (level * slot_bits))) {
             fail("node deadline outside its slot", level, index);
           }
-          node = node->next_;
-        } while (node != head);
+        }
       }
     }
-    if (partial_ != no_slot && (partial_ < slots_per_level || heads_[partial_] == nullptr))
+    if (partial_ != no_slot && (partial_ < slots_per_level || slots_[partial_].first == nullptr))
       throw std::logic_error("timing_wheel: the slot being re-filed is not an occupied upper slot");
     if (count != size_)
       throw std::logic_error("timing_wheel: size " + std::to_string(size_) + " but " +
@@ -279,34 +289,29 @@ private:
     const unsigned index = digit_of(when, level);
     const unsigned slot = level * slots_per_level + index;
     node.slot_ = static_cast<std::uint16_t>(slot);
-    wheel_node*& head = heads_[slot];
-    if (head == nullptr) {
-      node.next_ = node.prev_ = &node;
-      head = &node;
+    // Appended, to keep one tick's entries first in, first out.
+    slot_list& list = slots_[slot];
+    node.next_ = nullptr;
+    node.prev_ = list.last;
+    if (list.last == nullptr) {
+      list.first = &node;
       occupied_[level] |= tick_type{1} << index;
     } else {
-      // Append at the tail (head->prev_) to keep one tick's entries first in, first out.
-      wheel_node* tail = head->prev_;
-      node.prev_ = tail;
-      node.next_ = head;
-      tail->next_ = &node;
-      head->prev_ = &node;
+      list.last->next_ = &node;
     }
+    list.last = &node;
   }
 
   void unlink(wheel_node& node) noexcept {
     const unsigned slot = node.slot_;
-    wheel_node*& head = heads_[slot];
-    if (node.next_ == &node) {
-      head = nullptr;
+    slot_list& list = slots_[slot];
+    wheel_node* const next = node.next_;
+    wheel_node* const prev = node.prev_;
+    (prev != nullptr ? prev->next_ : list.first) = next;
+    (next != nullptr ? next->prev_ : list.last) = prev;
+    if (list.first == nullptr)
       occupied_[slot / slots_per_level] &= ~(tick_type{1} << (slot % slots_per_level));
-    } else {
-      node.prev_->next_ = node.next_;
-      node.next_->prev_ = node.prev_;
-      if (head == &node)
-        head = node.next_;
-    }
-    node.next_ = node.prev_ = nullptr;
+    node.slot_ = wheel_node::unlinked;
   }
 
   // Re-files the entries of an upper-level slot that has come due, in list order so that
@@ -315,13 +320,13 @@ private:
   // if some are left.
   bool cascade(unsigned slot, std::size_t& moves) noexcept {
     partial_ = no_slot;
-    while (heads_[slot] != nullptr) {
+    while (slots_[slot].first != nullptr) {
       if (moves == 0) {
         partial_ = slot;
         return false;
       }
       --moves;
-      wheel_node& node = *heads_[slot];
+      wheel_node& node = *slots_[slot].first;
       unlink(node);
       // Every deadline in a due upper slot is >= elapsed_, so it lands on a lower level.
       link(node, node.deadline_);
@@ -345,11 +350,15 @@ private:
   tick_type elapsed_;
   // Number of linked entries.
   std::size_t size_ = 0;
-  // Bit i of occupied_[k] is set iff heads_[k * 64 + i] is non-null; least-significant bit
+  // Bit i of occupied_[k] is set iff slots_[k * 64 + i] is non-empty; least-significant bit
   // is slot 0.
   tick_type occupied_[num_levels] = {};
-  // First (oldest) entry of each slot's circular list; nullptr for an empty slot.
-  wheel_node* heads_[num_levels * slots_per_level] = {};
+  // Ends of each slot's list, oldest entry first; both nullptr iff the slot is empty.
+  struct slot_list {
+    wheel_node* first = nullptr;
+    wheel_node* last = nullptr;
+  };
+  slot_list slots_[num_levels * slots_per_level];
 };
 
 } // namespace asio_wheel::detail
