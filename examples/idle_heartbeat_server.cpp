@@ -6,11 +6,12 @@
 // file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
 //
 // A TCP line server that keeps many mostly idle connections alive with one
-// asio_wheel::heartbeat per connection:
+// asio_wheel::heartbeat per connection (or, with --group, one asio_wheel::heartbeat_group for
+// the whole server, each session embedding its member hook):
 //
-//   * every line received marks activity (heartbeat::touch(): one store, no timer
-//     operation) and is echoed back, except "PONG", which only marks activity;
-//   * a peer quiet for ping_after gets "PING\n" (heartbeat event::ping, once per quiet spell);
+//   * every line received marks activity (touch(): one store, no timer operation) and is
+//     echoed back, except "PONG", which only marks activity;
+//   * a peer quiet for ping_after gets "PING\n" (event::ping, once per quiet spell);
 //   * a peer quiet for drop_after is disconnected (event::drop).
 //
 // And a client that opens many connections of three kinds, round robin:
@@ -23,7 +24,8 @@
 // Usage:
 //   idle_heartbeat_server [--mode both|server|client] [--host H] [--port P]
 //                         [--connections N] [--ping-ms T] [--drop-ms T] [--observe-ms T]
-//   idle_heartbeat_server --smoke
+//                         [--group]
+//   idle_heartbeat_server --smoke [--group]
 //
 //   --mode both     (default) server and client in one process, on 127.0.0.1
 //   --mode server   serve on --port (default 7777) until SIGINT/SIGTERM
@@ -32,6 +34,9 @@
 //                   the soft RLIMIT_NOFILE is raised to the hard limit, and N is capped, with
 //                   a message, to what that allows.
 //   --ping-ms, --drop-ms   the heartbeat thresholds (default 2000 and 5000)
+//   --group         the server keeps its sessions in one heartbeat_group (a 56-byte hook per
+//                   session, a callback per event) instead of a heartbeat each (an
+//                   asynchronous operation per session, awaited by a coroutine)
 //   --observe-ms    how long the client keeps its connections open once all are connected
 //                   (default: max(3 * drop, drop + 2000))
 //   --smoke         --mode both, 200 connections, ping 100 ms, drop 300 ms; exits 0 if and
@@ -43,6 +48,7 @@
 
 #include <asio_wheel/cancel_after.hpp>
 #include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/buffer.hpp>
@@ -73,8 +79,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -104,13 +112,15 @@ struct options {
   ms observe{-1};
   ms slack{2000}; // how late a drop may be and still count as "on time"
   bool smoke = false;
+  bool group = false;
 };
 
 [[noreturn]] void usage_error(const char* what) {
   std::fprintf(stderr,
                "idle_heartbeat_server: %s\n"
                "usage: idle_heartbeat_server [--mode both|server|client] [--host H] [--port P]\n"
-               "       [--connections N] [--ping-ms T] [--drop-ms T] [--observe-ms T] | --smoke\n",
+               "       [--connections N] [--ping-ms T] [--drop-ms T] [--observe-ms T] [--group]\n"
+               "       | --smoke [--group]\n",
                what);
   std::exit(2);
 }
@@ -135,6 +145,8 @@ options parse(int argc, char* argv[]) {
     };
     if (a == "--smoke") {
       o.smoke = true;
+    } else if (a == "--group") {
+      o.group = true;
     } else if (a == "--mode") {
       const std::string_view m = value();
       if (m == "both")
@@ -247,19 +259,51 @@ struct server_stats {
   summary idle_at_drop; // how long the peer had been quiet when dropped
 };
 
-class server_session : public std::enable_shared_from_this<server_session> {
+using heartbeat_group = asio_wheel::heartbeat_group;
+
+// What the sessions share.
+struct server_state {
+  server_stats& stats;
+  heartbeat::options hb_options;
+  heartbeat_group* group = nullptr; // --group
+};
+
+// The two ways to keep a session alive; a session derives from one of them.
+//   own_heartbeat  an asio_wheel::heartbeat: an asynchronous operation per session, awaited
+//                  by a coroutine of its own;
+//   group_member   the session is a member of the server's heartbeat_group, which calls back.
+struct own_heartbeat {
+  own_heartbeat(tcp::socket& sock, const server_state& server)
+      : hb(sock.get_executor(), server.hb_options) {}
+  void touch() noexcept { hb.touch(); }
+  clock_type::time_point last_activity() const noexcept { return hb.last_activity(); }
+  heartbeat hb;
+};
+
+struct group_member : heartbeat_group::member {
+  group_member(tcp::socket&, const server_state&) noexcept {}
+};
+
+template <class Keepalive>
+class server_session : public std::enable_shared_from_this<server_session<Keepalive>>,
+                       public Keepalive {
+  static constexpr bool grouped = std::is_same_v<Keepalive, group_member>;
+
 public:
-  server_session(tcp::socket sock, const heartbeat::options& hb_options, server_stats& stats)
-      : sock_(std::move(sock)), hb_(sock_.get_executor(), hb_options), stats_(stats) {
-    ++stats_.open;
+  server_session(tcp::socket sock, server_state& server)
+      : Keepalive(sock, server), sock_(std::move(sock)), server_(server) {
+    ++server_.stats.open;
   }
 
-  ~server_session() { --stats_.open; }
+  ~server_session() { --server_.stats.open; }
 
   void start() {
     const auto ex = sock_.get_executor();
-    asio::co_spawn(ex, read_loop(shared_from_this()), asio::detached);
-    asio::co_spawn(ex, keepalive_loop(shared_from_this()), asio::detached);
+    asio::co_spawn(ex, read_loop(this->shared_from_this()), asio::detached);
+    if constexpr (grouped)
+      server_.group->watch(*this);
+    else
+      asio::co_spawn(ex, keepalive_loop(this->shared_from_this()), asio::detached);
   }
 
   void close() {
@@ -268,7 +312,21 @@ public:
     closed_ = true;
     asio::error_code ignored;
     sock_.close(ignored);
-    hb_.cancel();
+    if constexpr (grouped) {
+      if (this->is_watched())
+        server_.group->unwatch(*this);
+    } else {
+      this->hb.cancel();
+    }
+  }
+
+  // The heartbeat_group's event handler (--group).
+  static void on_group_event(heartbeat_group::member& m, heartbeat_group::event ev) {
+    auto& self = static_cast<server_session&>(static_cast<group_member&>(m));
+    if (ev == heartbeat_group::event::drop)
+      self.on_drop();
+    else
+      self.on_ping();
   }
 
 private:
@@ -278,12 +336,12 @@ private:
                                                      as_tuple(use_awaitable));
       if (ec)
         break;
-      hb_.touch(); // any input is activity: one store
+      this->touch(); // any input is activity: one store
       const std::string_view line(in_.data(), n);
       if (line == "PONG\n") {
-        ++stats_.pongs;
+        ++server_.stats.pongs;
       } else {
-        ++stats_.lines_echoed;
+        ++server_.stats.lines_echoed;
         send(std::string(line));
       }
       in_.erase(0, n);
@@ -293,18 +351,26 @@ private:
 
   awaitable<void> keepalive_loop([[maybe_unused]] std::shared_ptr<server_session> self) {
     for (;;) {
-      auto [ec, ev] = co_await hb_.async_next(as_tuple(use_awaitable));
+      auto [ec, ev] = co_await this->hb.async_next(as_tuple(use_awaitable));
       if (ec)
         break; // cancelled: the session is closing
       if (ev == heartbeat::event::drop) {
-        ++stats_.drops;
-        stats_.idle_at_drop.add(to_ms(clock_type::now() - hb_.last_activity()));
-        close();
+        on_drop();
         break;
       }
-      ++stats_.pings_sent;
-      send("PING\n");
+      on_ping();
     }
+  }
+
+  void on_ping() {
+    ++server_.stats.pings_sent;
+    send("PING\n");
+  }
+
+  void on_drop() {
+    ++server_.stats.drops;
+    server_.stats.idle_at_drop.add(to_ms(clock_type::now() - this->last_activity()));
+    close();
   }
 
   // Writes are queued so that an echo and a ping never interleave.
@@ -323,7 +389,7 @@ private:
     }
     writing_ = true;
     asio::async_write(sock_, asio::buffer(out_.front()),
-                      [self = shared_from_this()](asio::error_code ec, std::size_t) {
+                      [self = this->shared_from_this()](asio::error_code ec, std::size_t) {
                         self->out_.pop_front();
                         if (ec) {
                           self->close();
@@ -335,16 +401,17 @@ private:
   }
 
   tcp::socket sock_;
-  heartbeat hb_;
-  server_stats& stats_;
+  server_state& server_;
   std::string in_;
   std::deque<std::string> out_;
   bool writing_ = false;
   bool closed_ = false;
 };
 
-awaitable<void> accept_loop(tcp::acceptor& acceptor, heartbeat::options hb_options,
-                            server_stats& stats) {
+using grouped_session = server_session<group_member>;
+using heartbeat_session = server_session<own_heartbeat>;
+
+awaitable<void> accept_loop(tcp::acceptor& acceptor, server_state& server) {
   for (;;) {
     auto [ec, sock] = co_await acceptor.async_accept(as_tuple(use_awaitable));
     if (ec == asio::error::operation_aborted || !acceptor.is_open())
@@ -356,8 +423,11 @@ awaitable<void> accept_loop(tcp::acceptor& acceptor, heartbeat::options hb_optio
       co_await pause.async_wait(as_tuple(use_awaitable));
       continue;
     }
-    ++stats.accepted;
-    std::make_shared<server_session>(std::move(sock), hb_options, stats)->start();
+    ++server.stats.accepted;
+    if (server.group != nullptr)
+      std::make_shared<grouped_session>(std::move(sock), server)->start();
+    else
+      std::make_shared<heartbeat_session>(std::move(sock), server)->start();
   }
 }
 
@@ -582,7 +652,20 @@ bool report(client_stats& cs) {
 
 // ---------------------------------------------------------------------------------------
 
-void print_memory_notes() {
+void print_memory_notes(bool group) {
+  if (group) {
+    std::printf(
+        "memory per idle connection, server side (this build, --group):\n"
+        "  sizeof(heartbeat_group::member) = %3zu bytes  the keep-alive state: a hook in the\n"
+        "                                              group's wheel, the activity mark, the\n"
+        "                                              spell last pinged, the group\n"
+        "  sizeof(asio::ip::tcp::socket)   = %3zu bytes\n"
+        "  sizeof(server_session)          = %3zu bytes  socket + member + buffers + queue\n"
+        "  On the heap, per connection: the session, a coroutine frame for the reader and one\n"
+        "  pending read. The group has one wait for all sessions.\n",
+        sizeof(heartbeat_group::member), sizeof(tcp::socket), sizeof(grouped_session));
+    return;
+  }
   std::printf(
       "memory per idle connection, server side (this build):\n"
       "  sizeof(asio_wheel::heartbeat)   = %3zu bytes  the keep-alive state: a wheel timer\n"
@@ -595,8 +678,9 @@ void print_memory_notes() {
       "  On the heap, per connection: the session, a coroutine frame for the reader and one for\n"
       "  the keep-alive loop, and one pending read. The pending wheel wait of a coroutine\n"
       "  lives in the heartbeat, however much traffic there is: touch() is a store, it\n"
-      "  allocates nothing and arms nothing.\n",
-      sizeof(heartbeat), sizeof(tcp::socket), sizeof(server_session), sizeof(asio::steady_timer));
+      "  allocates nothing and arms nothing. (--group: a 56-byte member hook instead.)\n",
+      sizeof(heartbeat), sizeof(tcp::socket), sizeof(heartbeat_session),
+      sizeof(asio::steady_timer));
 }
 
 } // namespace
@@ -605,11 +689,19 @@ int main(int argc, char* argv[]) {
   options opt = parse(argc, argv);
   fit_fd_limit(opt);
   t_start = clock_type::now();
-  print_memory_notes();
+  print_memory_notes(opt.group);
 
   server_stats sstats; // outlives the context, whose pending handlers may own sessions
   asio::io_context ctx(1);
-  const heartbeat::options hb_options{.ping_after = opt.ping, .drop_after = opt.drop};
+  server_state server{sstats, {.ping_after = opt.ping, .drop_after = opt.drop}};
+  // Destroyed before the context (its wait is on it); it unwatches the sessions still
+  // watched, which the context's pending handlers may own and destroy after it.
+  std::optional<heartbeat_group> group;
+  if (opt.group) {
+    group.emplace(ctx, heartbeat_group::options{.ping_after = opt.ping, .drop_after = opt.drop},
+                  &grouped_session::on_group_event);
+    server.group = &*group;
+  }
   std::unique_ptr<tcp::acceptor> acceptor;
   tcp::endpoint server_endpoint;
 
@@ -620,12 +712,13 @@ int main(int argc, char* argv[]) {
                                : asio::ip::make_address(opt.host);
       acceptor = std::make_unique<tcp::acceptor>(ctx, tcp::endpoint(address, opt.port));
       server_endpoint = acceptor->local_endpoint();
-      std::printf("server: listening on %s:%u (ping after %lld ms, drop after %lld ms)\n",
+      std::printf("server: listening on %s:%u (ping after %lld ms, drop after %lld ms; %s)\n",
                   server_endpoint.address().to_string().c_str(),
                   static_cast<unsigned>(server_endpoint.port()),
                   static_cast<long long>(opt.ping.count()),
-                  static_cast<long long>(opt.drop.count()));
-      asio::co_spawn(ctx, accept_loop(*acceptor, hb_options, sstats), asio::detached);
+                  static_cast<long long>(opt.drop.count()),
+                  opt.group ? "one heartbeat_group" : "a heartbeat per session");
+      asio::co_spawn(ctx, accept_loop(*acceptor, server), asio::detached);
     } else {
       server_endpoint = tcp::endpoint(asio::ip::make_address(opt.host), opt.port);
     }

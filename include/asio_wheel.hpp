@@ -12,6 +12,7 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/cancel_after.hpp>
 #include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 

@@ -6,8 +6,9 @@
 // file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
 //
 // touch() from other threads while waits are pending (label "concurrency": also run under
-// ThreadSanitizer). idle_timer and heartbeat document touch() as the one member any thread
-// may call at any time; everything else stays on the thread(s) running the context.
+// ThreadSanitizer). idle_timer, heartbeat and heartbeat_group's member document touch() as
+// the one member any thread may call at any time; everything else stays on the thread(s)
+// running the context (for heartbeat_group, on its strand).
 //
 // Never-early checks are exact for a single touching thread: the time is taken before each
 // touch(), and the completion must come at least a timeout after the last one. With several
@@ -18,12 +19,14 @@
 // which an idle timer is right to fire).
 
 #include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/idle_timer.hpp>
 
 #include <asio/error.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/strand.hpp>
 
 #include <doctest/doctest.h>
 
@@ -251,4 +254,110 @@ TEST_CASE("heartbeat: touch() from another thread keeps the peers quiet; silence
       CHECK(l.at[1] - (t.last_start() + kDrop) < kPrompt);
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// heartbeat_group: the members' touch() from other threads; the group on a strand.
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+using group_type = asio_wheel::heartbeat_group;
+
+struct connection : group_type::member {
+  std::size_t id = 0;
+};
+
+} // namespace
+
+TEST_CASE("heartbeat_group: touch() from another thread keeps members quiet; each is dropped "
+          "once, a drop_after after the last touch, never before") {
+  asio::io_context ctx(1);
+  constexpr std::size_t kMembers = 256;
+  constexpr auto kDrop = 100ms;
+  std::vector<std::unique_ptr<connection>> conns;
+  std::vector<int> drops(kMembers, 0);
+  std::vector<sclock::time_point> dropped_at(kMembers);
+  group_type group(ctx, {.drop_after = kDrop}, [&](group_type::member& m, group_type::event ev) {
+    const auto id = static_cast<connection&>(m).id;
+    CHECK(ev == group_type::event::drop);
+    ++drops[id];
+    dropped_at[id] = sclock::now();
+  });
+  const auto start = sclock::now();
+  for (std::size_t i = 0; i < kMembers; ++i) {
+    conns.push_back(std::make_unique<connection>());
+    conns.back()->id = i;
+    group.watch(*conns.back());
+  }
+  toucher<connection> t(conns, 5ms, 80); // 400 ms of touching
+  const bool timed_out = guarded_run(ctx, kMtWatchdog).timed_out;
+  t.join();
+
+  CHECK_FALSE(timed_out);
+  CHECK(group.size() == 0);
+  const bool steady = t.max_gap() < kDrop - 20ms;
+  if (!steady)
+    MESSAGE("toucher stalled (gap " << t.max_gap() << "): keep-alive not asserted");
+  for (std::size_t i = 0; i < kMembers; ++i) {
+    CAPTURE(i);
+    CHECK(drops[i] == 1);
+    CHECK(dropped_at[i] >= start + kDrop);
+    if (steady)
+      CHECK(dropped_at[i] >= t.last_start() + kDrop);
+  }
+}
+
+TEST_CASE("heartbeat_group: on a strand of a context run by two threads, with members watched, "
+          "unwatched and destroyed from handlers on that strand") {
+  asio::io_context ctx(2);
+  auto strand = asio::make_strand(ctx);
+  constexpr std::size_t kMembers = 200;
+  constexpr auto kPing = 20ms;
+  constexpr auto kDrop = 50ms;
+  std::vector<std::unique_ptr<connection>> conns(kMembers);
+  std::atomic<int> pings{0}, drops{0};
+  group_type group(strand, {.ping_after = kPing, .drop_after = kDrop},
+                   [&](group_type::member& m, group_type::event ev) {
+                     auto& c = static_cast<connection&>(m);
+                     if (ev == group_type::event::ping) {
+                       pings.fetch_add(1, std::memory_order_relaxed);
+                     } else {
+                       drops.fetch_add(1, std::memory_order_relaxed);
+                       conns[c.id].reset(); // the connection closes
+                     }
+                   });
+  // Every third member is destroyed before its drop, every fifth unwatched: from the strand.
+  std::size_t expected_drops = 0;
+  for (std::size_t i = 0; i < kMembers; ++i) {
+    conns[i] = std::make_unique<connection>();
+    conns[i]->id = i;
+    if (i % 3 != 0 && i % 5 != 0)
+      ++expected_drops;
+  }
+  asio::post(strand, [&] {
+    for (auto& c : conns)
+      group.watch(*c);
+    for (std::size_t i = 0; i < kMembers; ++i) {
+      if (i % 3 == 0)
+        conns[i].reset();
+      else if (i % 5 == 0)
+        group.unwatch(*conns[i]);
+    }
+  });
+  std::thread toucher_thread([&] {
+    // Touches racing with the strand's handlers: only members that outlive the test are
+    // touched (the unwatched ones).
+    for (int r = 0; r < 20; ++r) {
+      for (std::size_t i = 5; i < kMembers; i += 15)
+        conns[i]->touch();
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  const bool timed_out = guarded_run_threads(ctx, 2, kMtWatchdog).timed_out;
+  toucher_thread.join();
+  CHECK_FALSE(timed_out);
+  CHECK(drops.load() == static_cast<int>(expected_drops));
+  CHECK(pings.load() >= static_cast<int>(expected_drops));
+  CHECK(group.size() == 0);
 }

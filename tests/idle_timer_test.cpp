@@ -72,53 +72,6 @@ using hb_event = asio_wheel::heartbeat::event;
 // "Promptly": generous for a noisy 2-core machine, still far below kFar.
 constexpr auto kPrompt = 3s;
 
-// Calls `tick()` every `period` (measured from the previous call's scheduled time), `count`
-// times, on an asio::steady_timer (independent of the wheel under test). Records the time
-// taken just before each call.
-class ticker {
-public:
-  ticker(asio::io_context& ctx, sclock::duration period, int count, std::function<void()> tick)
-      : timer_(ctx), period_(period), left_(count), tick_(std::move(tick)) {
-    next_ = sclock::now() + period_;
-    arm();
-  }
-
-  const std::vector<sclock::time_point>& times() const { return times_; }
-
-  // The longest interval between consecutive calls, counting from `start`.
-  sclock::duration max_gap(sclock::time_point start) const {
-    sclock::duration gap{};
-    sclock::time_point prev = start;
-    for (const auto t : times_) {
-      gap = std::max(gap, t - prev);
-      prev = t;
-    }
-    return gap;
-  }
-
-private:
-  void arm() {
-    timer_.expires_at(next_);
-    timer_.async_wait([this](asio::error_code ec) {
-      if (ec)
-        return;
-      times_.push_back(sclock::now());
-      tick_();
-      if (--left_ > 0) {
-        next_ += period_;
-        arm();
-      }
-    });
-  }
-
-  asio::steady_timer timer_;
-  sclock::duration period_;
-  int left_;
-  std::function<void()> tick_;
-  sclock::time_point next_{};
-  std::vector<sclock::time_point> times_;
-};
-
 } // namespace
 
 // =======================================================================================

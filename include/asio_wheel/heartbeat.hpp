@@ -10,6 +10,7 @@
 #define ASIO_WHEEL_HEARTBEAT_HPP
 
 #include <asio_wheel/detail/activity_timer.hpp>
+#include <asio_wheel/detail/heartbeat_rule.hpp>
 
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
@@ -113,6 +114,8 @@ private:
   template <typename, typename>
   friend class detail::rearming_handler;
 
+  using rule = detail::heartbeat_rule<time_point>;
+
   static options checked(const options& opts) {
     if (opts.ping_after <= duration::zero() || opts.drop_after <= opts.ping_after)
       throw std::invalid_argument("asio_wheel::heartbeat: need 0 < ping_after < drop_after");
@@ -130,8 +133,7 @@ private:
   // reported, the drop.
   template <typename Handler>
   void arm(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
-    const bool pinged = pinged_for_ == this->activity_.last();
-    this->wait_until(this->activity_.after(pinged ? options_.drop_after : options_.ping_after),
+    this->wait_until(rule::next_threshold(options_, this->activity_.last(), pinged_for_),
                      std::move(h));
   }
 
@@ -144,17 +146,18 @@ private:
     }
     basic_heartbeat& self = h.owner();
     const time_point last = self.activity_.last();
-    const time_point now = clock_type::now();
-    if (now >= self.activity_.after(self.options_.drop_after)) {
+    switch (rule::due(self.options_, last, self.pinged_for_, clock_type::now())) {
+    case rule::step::drop:
       std::move(h.handler())(asio::error_code(), event::drop);
       return;
-    }
-    if (self.pinged_for_ != last && now >= self.activity_.after(self.options_.ping_after)) {
+    case rule::step::ping:
       self.pinged_for_ = last;
       std::move(h.handler())(asio::error_code(), event::ping);
       return;
+    case rule::step::wait:
+      self.arm(std::move(h)); // touched since: the thresholds moved
+      return;
     }
-    self.arm(std::move(h)); // touched since: the thresholds moved
   }
 
   options options_;

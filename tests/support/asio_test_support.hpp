@@ -21,7 +21,8 @@
 //   * runner_threads: an io_context run by threads of its own, with a watchdog on join();
 //   * outcome, record() and record_read(): what a completion handler saw, and when;
 //   * the CHECK_* macros on those, and CHECK_TRAIT;
-//   * spawn() for coroutines, what_of() for an exception_ptr, life_token.
+//   * spawn() for coroutines, what_of() for an exception_ptr, life_token;
+//   * ticker: a callback every period, on an asio::steady_timer (activity for idle tests).
 //
 // Everything is in asio_wheel::test. The macros name kOk and kAborted in full, but "prompt"
 // is a property of each suite, not of this header: CHECK_PROMPT, CHECK_SUCCESS_PROMPTLY_AT
@@ -41,11 +42,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -466,6 +469,53 @@ struct counting_allocator {
   bool operator!=(const counting_allocator<U>& other) const noexcept {
     return stats != other.stats;
   }
+};
+
+// Calls `tick()` every `period` (measured from the previous call's scheduled time), `count`
+// times, on an asio::steady_timer (independent of the wheel under test). Records the time
+// taken just before each call.
+class ticker {
+public:
+  ticker(asio::io_context& ctx, sclock::duration period, int count, std::function<void()> tick)
+      : timer_(ctx), period_(period), left_(count), tick_(std::move(tick)) {
+    next_ = sclock::now() + period_;
+    arm();
+  }
+
+  const std::vector<sclock::time_point>& times() const { return times_; }
+
+  // The longest interval between consecutive calls, counting from `start`.
+  sclock::duration max_gap(sclock::time_point start) const {
+    sclock::duration gap{};
+    sclock::time_point prev = start;
+    for (const auto t : times_) {
+      gap = std::max(gap, t - prev);
+      prev = t;
+    }
+    return gap;
+  }
+
+private:
+  void arm() {
+    timer_.expires_at(next_);
+    timer_.async_wait([this](asio::error_code ec) {
+      if (ec)
+        return;
+      times_.push_back(sclock::now());
+      tick_();
+      if (--left_ > 0) {
+        next_ += period_;
+        arm();
+      }
+    });
+  }
+
+  asio::steady_timer timer_;
+  sclock::duration period_;
+  int left_;
+  std::function<void()> tick_;
+  sclock::time_point next_{};
+  std::vector<sclock::time_point> times_;
 };
 
 } // namespace asio_wheel::test

@@ -10,6 +10,7 @@
 #define ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
 
 #include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/detail/heartbeat_rule.hpp>
 
 #include <asio/associator.hpp>
 #include <asio/async_result.hpp>
@@ -45,10 +46,7 @@ public:
   }
 
   // last() + d, saturating at time_point::max().
-  time_point after(duration d) const noexcept {
-    const time_point t = last();
-    return time_point::max() - t < d ? time_point::max() : t + d;
-  }
+  time_point after(duration d) const noexcept { return saturating_add(last(), d); }
 
 private:
   static time_point now() noexcept { return Clock::now(); }

@@ -1,0 +1,401 @@
+//
+// heartbeat_group.hpp
+// ~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_HEARTBEAT_GROUP_HPP
+#define ASIO_WHEEL_HEARTBEAT_GROUP_HPP
+
+#include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/detail/activity_timer.hpp>
+#include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/detail/timing_wheel.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/error.hpp>
+#include <asio/execution_context.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace asio_wheel {
+
+/// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
+/**
+ * basic_heartbeat gives each connection its own asynchronous operation, and so its own
+ * pending wait (160 bytes per connection). A heartbeat group keeps the connections in a
+ * timing wheel of its own instead, with a #member hook embedded in each connection
+ * (56 bytes, no allocation), and one wheel timer wait for the group. When a connection has
+ * been quiet for @c ping_after, or silent for @c drop_after, the group calls its event
+ * handler with the member and the event; the handler finds its connection from the member
+ * (typically a base class) and acts.
+ *
+ * member::touch() on every input is one clock read and one store, as for basic_heartbeat;
+ * a member whose threshold passes with activity since is filed again for the rest (once per
+ * threshold period, not once per input).
+ *
+ * @code
+ * struct connection : asio_wheel::heartbeat_group::member { tcp::socket socket; ... };
+ *
+ * asio_wheel::heartbeat_group group(io.get_executor(), {.ping_after = 15s, .drop_after = 45s},
+ *     [](asio_wheel::heartbeat_group::member& m, asio_wheel::heartbeat_group::event ev) {
+ *       auto& conn = static_cast<connection&>(m);
+ *       if (ev == asio_wheel::heartbeat_group::event::drop) conn.socket.close();
+ *       else conn.send_ping();
+ *     });
+ * group.watch(conn);   // when the connection is accepted
+ * conn.touch();        // on every read
+ * @endcode
+ *
+ * @par Events
+ * Per member, in order: at most one @c ping per quiet spell (a spell ends with the next
+ * touch()), then one @c drop, after which the member is no longer watched (watch() it again
+ * to go on). A zero @c ping_after means no pings: the group is then an idle timeout. Events
+ * are delivered in the order of their thresholds, by a handler running on the group's
+ * executor; at most 4096 per run of that handler, so that a burst cannot starve other work.
+ * The event handler may do anything with any member or group, including destroying the
+ * member it was given or the group itself. An exception it throws propagates out of the
+ * context's run(); the group goes on.
+ *
+ * @par Precision
+ * Never reports a threshold before it has passed since the last touch(); late by at most
+ * one millisecond (the group's wheel tick) plus the wheel timer's tick and the event
+ * loop's latency.
+ *
+ * @par Thread Safety
+ * @e Distinct @e objects: Safe.@n
+ * @e Shared @e objects: Unsafe. watch(), unwatch() and the destruction of a watched member
+ * or of the group must happen on the group's executor (use a strand when several threads
+ * run the context). member::touch() is safe from any thread at any time.
+ *
+ * @par Memory
+ * 56 bytes per member (with std::chrono::steady_clock), embedded in the connection; the
+ * group itself is about 12 KiB, whatever the number of members.
+ */
+template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
+          typename Executor = asio::any_io_executor>
+class basic_heartbeat_group {
+  static_assert(std::is_integral_v<typename Clock::rep>,
+                "asio_wheel::heartbeat_group needs a clock with an integral representation");
+
+public:
+  /// The type of the executor associated with the object.
+  using executor_type = Executor;
+  /// The clock type.
+  using clock_type = Clock;
+  /// The duration type of the clock.
+  using duration = typename Clock::duration;
+  /// The time point type of the clock.
+  using time_point = typename Clock::time_point;
+
+  /// What the event handler is told.
+  enum class event {
+    ping, ///< The member has been quiet for ping_after: time to probe the peer.
+    drop  ///< The member has been silent for drop_after: time to close. It is unwatched.
+  };
+
+  /// The two thresholds, both measured from the member's last touch().
+  struct options {
+    duration ping_after{}; ///< Zero: never ping.
+    duration drop_after{};
+  };
+
+  class member;
+
+  /// The event handler: called on the group's executor.
+  using event_handler = std::function<void(member&, event)>;
+
+  /// The hook a watched connection embeds (or derives from).
+  /**
+   * Neither copyable nor movable: the group refers to it. Destroying a watched member
+   * unwatches it (on the group's executor, see the group's thread safety).
+   */
+  class member : private detail::wheel_node {
+  public:
+    /// Constructor. Construction counts as activity; the member is not watched.
+    member() noexcept = default;
+    member(const member&) = delete;
+    member& operator=(const member&) = delete;
+
+    /// Destructor: unwatches the member.
+    ~member() {
+      if (group_ != nullptr)
+        group_->unwatch(*this);
+    }
+
+    /// Marks activity now: one clock read and one relaxed store, from any thread.
+    void touch() noexcept { activity_.mark(); }
+
+    /// The time of the last activity, as marked.
+    time_point last_activity() const noexcept { return activity_.last(); }
+
+    /// Whether a group watches the member.
+    bool is_watched() const noexcept { return group_ != nullptr; }
+
+  private:
+    friend class basic_heartbeat_group;
+
+    detail::activity_stamp<Clock> activity_;
+    // The activity mark the last ping was reported for: one ping per quiet spell.
+    time_point pinged_for_{time_point::min()};
+    // The group watching the member; non-null iff the member is linked in its wheel.
+    basic_heartbeat_group* group_ = nullptr;
+  };
+
+  /// Constructor.
+  /**
+   * @throws std::invalid_argument unless 0 <= ping_after < drop_after, or if @c on_event
+   * is empty.
+   */
+  basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
+      : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
+        epoch_(clock_type::now()) {}
+
+  /// Constructor.
+  template <typename ExecutionContext>
+  basic_heartbeat_group(
+      ExecutionContext& context, const options& opts, event_handler on_event,
+      std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
+          nullptr)
+      : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
+        epoch_(clock_type::now()) {}
+
+  basic_heartbeat_group(const basic_heartbeat_group&) = delete;
+  basic_heartbeat_group& operator=(const basic_heartbeat_group&) = delete;
+
+  /// Destructor: unwatches every member, without events.
+  ~basic_heartbeat_group() {
+    if (alive_ != nullptr)
+      *alive_ = false;
+    wheel_.clear([](detail::wheel_node& node) { static_cast<member&>(node).group_ = nullptr; });
+  }
+
+  /// Get the executor associated with the object.
+  executor_type get_executor() noexcept { return timer_.get_executor(); }
+
+  /// The thresholds.
+  const options& get_options() const noexcept { return options_; }
+
+  /// The number of members watched.
+  std::size_t size() const noexcept { return wheel_.size(); }
+
+  /// Starts watching @c m, or starts again if this group watches it already.
+  /**
+   * Counts as activity: the first quiet spell begins now.
+   *
+   * @throws std::invalid_argument if another group watches @c m. If arming the group's wait
+   * throws (std::bad_alloc), a member not watched before is left unwatched; one watched
+   * before stays watched.
+   */
+  void watch(member& m) {
+    if (m.group_ != nullptr && m.group_ != this)
+      throw std::invalid_argument(
+          "asio_wheel::heartbeat_group::watch: the member is watched by another group; "
+          "unwatch it there first");
+    const bool was_watched = m.group_ == this;
+    if (was_watched)
+      wheel_.remove(m);
+    m.group_ = this;
+    m.touch();
+    m.pinged_for_ = time_point::min();
+    try {
+      file(m, rule::next_threshold(options_, m.activity_.last(), m.pinged_for_));
+    } catch (...) {
+      if (!was_watched) {
+        wheel_.remove(m);
+        m.group_ = nullptr;
+      }
+      throw;
+    }
+  }
+
+  /// Stops watching @c m: no event for it after this. Does nothing unless this group
+  /// watches it.
+  /**
+   * @return Whether @c m was watched by this group.
+   */
+  bool unwatch(member& m) noexcept {
+    if (m.group_ != this)
+      return false;
+    wheel_.remove(m);
+    m.group_ = nullptr;
+    if (wheel_.empty() && armed_for_) {
+      // Nothing left to watch: let the context's run() return, as after a timer's cancel().
+      try {
+        timer_.cancel();
+        armed_for_.reset();
+      } catch (...) {
+        // No memory for the aborted wait: it stays armed and wakes to find nothing due.
+      }
+    }
+    return true;
+  }
+
+private:
+  using rule = detail::heartbeat_rule<time_point>;
+  using tick_type = detail::tick_type;
+
+  // The group's wheel counts milliseconds from its construction.
+  static constexpr std::chrono::milliseconds resolution{1};
+  // Events delivered per run of the group's wait handler at most.
+  static constexpr std::size_t events_per_run = 4096;
+
+  // The wait handler: a pointer, so the wait lives in the wheel timer without allocating.
+  struct wake_handler {
+    basic_heartbeat_group* group;
+    // An aborted wait was re-armed or is the group's destruction: nothing to do.
+    void operator()(const asio::error_code& ec) const {
+      if (!ec)
+        group->on_wake();
+    }
+  };
+
+  static options checked(const options& opts) {
+    if (opts.ping_after < duration::zero() || opts.drop_after <= opts.ping_after)
+      throw std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
+                                  "drop_after (a zero ping_after means no ping)");
+    return opts;
+  }
+
+  static event_handler checked(event_handler on_event) {
+    if (!on_event)
+      throw std::invalid_argument("asio_wheel::heartbeat_group: the event handler is empty");
+    return on_event;
+  }
+
+  static duration tick_length() noexcept {
+    const auto d = std::chrono::ceil<duration>(resolution);
+    return d > duration::zero() ? d : duration(1);
+  }
+
+  // The first tick at or after `t`: a member filed there is never looked at early.
+  tick_type tick_at_or_after(const time_point& t) const noexcept {
+    if (t <= epoch_)
+      return 0;
+    const auto span = (t - epoch_).count();
+    const auto len = tick_length().count();
+    return static_cast<tick_type>(span / len + (span % len != 0 ? 1 : 0));
+  }
+
+  // The last tick at or before `t`.
+  tick_type tick_at_or_before(const time_point& t) const noexcept {
+    return t <= epoch_ ? 0 : static_cast<tick_type>((t - epoch_).count() / tick_length().count());
+  }
+
+  time_point time_of(tick_type tick) const noexcept {
+    const auto len = tick_length();
+    const auto room = (time_point::max() - epoch_) / len;
+    return tick >= static_cast<tick_type>(room)
+               ? time_point::max()
+               : epoch_ + len * static_cast<typename duration::rep>(tick);
+  }
+
+  // Files a watched member for `when`, arming the wait if it is now the earliest.
+  void file(member& m, const time_point& when) {
+    wheel_.insert(m, tick_at_or_after(when));
+    if (alive_ == nullptr)
+      arm();
+  }
+
+  // Arms the wait for the wheel's next expiry, unless it is armed for that or earlier (an
+  // early wake finds nothing due and arms again).
+  void arm() {
+    const std::optional<tick_type> next = wheel_.next_expiry();
+    if (!next || (armed_for_ && *armed_for_ <= *next))
+      return;
+    // Reset first: if arming throws, no wait is known to be armed, and the next arm() tries.
+    armed_for_.reset();
+    timer_.expires_at(time_of(*next));
+    timer_.async_wait(wake_handler{this});
+    armed_for_ = *next;
+  }
+
+  void on_wake() {
+    armed_for_.reset();
+    bool alive = true;
+    alive_ = &alive;
+    try {
+      deliver(alive);
+    } catch (...) {
+      if (alive) {
+        alive_ = nullptr;
+        arm();
+      }
+      throw;
+    }
+    if (alive) {
+      alive_ = nullptr;
+      arm();
+    }
+  }
+
+  // Files a member taken from the wheel at `now_tick` for a threshold later than now: past
+  // now_tick, even for a clock that went backwards, so that deliver() cannot meet it again.
+  void refile(member& m, const time_point& when, tick_type now_tick) noexcept {
+    wheel_.insert(m, std::max(tick_at_or_after(when), now_tick + 1));
+  }
+
+  // Takes the due members one at a time, so that the event handler runs outside the wheel's
+  // advance() and may change the wheel, or destroy the group (then `alive` turns false).
+  void deliver(const bool& alive) {
+    const time_point now = clock_type::now();
+    const tick_type now_tick = tick_at_or_before(now);
+    for (std::size_t events = 0; events < events_per_run;) {
+      member* due = nullptr;
+      wheel_.advance(now_tick, 1,
+                     [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+      if (due == nullptr)
+        return;
+      member& m = *due;
+      const time_point last = m.activity_.last();
+      switch (rule::due(options_, last, m.pinged_for_, now)) {
+      case rule::step::wait:
+        // Touched since it was filed: the thresholds moved, and are later than now.
+        refile(m, rule::next_threshold(options_, last, m.pinged_for_), now_tick);
+        continue;
+      case rule::step::ping:
+        m.pinged_for_ = last;
+        refile(m, rule::next_threshold(options_, last, last), now_tick);
+        ++events;
+        on_event_(m, event::ping);
+        break;
+      case rule::step::drop:
+        m.group_ = nullptr;
+        ++events;
+        on_event_(m, event::drop);
+        break;
+      }
+      if (!alive)
+        return;
+    }
+  }
+
+  options options_;
+  event_handler on_event_;
+  // Every watched member, filed at the tick of its next threshold (or earlier, when it was
+  // touched since: it is filed again then). Ticks are `resolution` long, from epoch_.
+  detail::timing_wheel wheel_;
+  basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
+  time_point epoch_;
+  // The tick the wait is armed for; empty while no wait is pending (or one was cancelled).
+  // Invariant: empty, or no later than the wheel's next expiry.
+  std::optional<tick_type> armed_for_;
+  // While the wait handler runs: its flag that the group still exists.
+  bool* alive_ = nullptr;
+};
+
+/// A heartbeat group on std::chrono::steady_clock.
+using heartbeat_group = basic_heartbeat_group<std::chrono::steady_clock>;
+
+} // namespace asio_wheel
+
+#endif // ASIO_WHEEL_HEARTBEAT_GROUP_HPP
