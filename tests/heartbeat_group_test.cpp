@@ -18,6 +18,7 @@
 // they refer to, so never-early checks are exact; upper bounds are generous (kPrompt).
 
 #include <asio_wheel/heartbeat_group.hpp>
+#include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -36,6 +37,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -451,5 +453,30 @@ TEST_CASE("heartbeat_group: a burst larger than one run's budget: every member e
   const auto r = guarded_run(ctx);
   CHECK(drops == kMembers);
   CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(kMembers));
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("heartbeat_group: destroyed by a handler of the batch that completed its own wait") {
+  // Both waits are due in the same driver turn: the group's completion is already queued,
+  // with success, when the first handler destroys the group (a server shutting down).
+  asio::io_context ctx(1);
+  recorder rec;
+  connection c;
+  asio_wheel::wheel_timer shutdown(ctx, 1ms);
+  auto group = std::make_unique<group_type>(
+      ctx, group_type::options{.ping_after = 5ms, .drop_after = 10ms}, rec.handler());
+  group->watch(c);
+  bool shut = false;
+  shutdown.async_wait([&](asio::error_code ec) {
+    CHECK(ec == kOk);
+    CHECK(rec.events.empty());
+    group.reset();
+    shut = true;
+  });
+  std::this_thread::sleep_for(30ms);
+  const auto r = guarded_run(ctx);
+  CHECK(shut);
+  CHECK(rec.events.empty());
+  CHECK_FALSE(c.is_watched());
   CHECK_PROMPT(r);
 }

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -61,10 +62,15 @@ namespace asio_wheel {
  * touch()), then one @c drop, after which the member is no longer watched (watch() it again
  * to go on). A zero @c ping_after means no pings: the group is then an idle timeout. Events
  * are delivered in the order of their thresholds, by a handler running on the group's
- * executor; at most 4096 per run of that handler, so that a burst cannot starve other work.
- * The event handler may do anything with any member or group, including destroying the
- * member it was given or the group itself. An exception it throws propagates out of the
+ * executor. One run of that handler looks at 4096 members at most (those due, and those
+ * touched since they were filed, which it files again), so that a burst cannot starve other
+ * work. The event handler may do anything with any member or group, including destroying
+ * the member it was given or the group itself. An exception it throws propagates out of the
  * context's run(); the group goes on.
+ *
+ * @par Memory exhaustion
+ * Arming the group's one wait can throw std::bad_alloc (from watch(), or out of run() after
+ * a run of the handler). The group then has no wait until the next watch() arms it.
  *
  * @par Precision
  * Never reports a threshold before it has passed since the last touch(); late by at most
@@ -158,7 +164,7 @@ public:
    */
   basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
-        epoch_(clock_type::now()) {}
+        epoch_(clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
 
   /// Constructor.
   template <typename ExecutionContext>
@@ -167,15 +173,14 @@ public:
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
-        epoch_(clock_type::now()) {}
+        epoch_(clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
 
   basic_heartbeat_group(const basic_heartbeat_group&) = delete;
   basic_heartbeat_group& operator=(const basic_heartbeat_group&) = delete;
 
   /// Destructor: unwatches every member, without events.
   ~basic_heartbeat_group() {
-    if (alive_ != nullptr)
-      *alive_ = false;
+    anchor_->group = nullptr;
     wheel_.clear([](detail::wheel_node& node) { static_cast<member&>(node).group_ = nullptr; });
   }
 
@@ -246,16 +251,23 @@ private:
 
   // The group's wheel counts milliseconds from its construction.
   static constexpr std::chrono::milliseconds resolution{1};
-  // Events delivered per run of the group's wait handler at most.
-  static constexpr std::size_t events_per_run = 4096;
+  // Members looked at per run of the group's wait handler at most (due or filed again).
+  static constexpr std::size_t members_per_run = 4096;
 
-  // The wait handler: a pointer, so the wait lives in the wheel timer without allocating.
+  // What the group's wait refers to. The wait may have completed, its handler queued, when
+  // the group is destroyed (by a handler of the same batch, say), so the handler cannot
+  // point at the group itself. Used on the group's executor only.
+  struct anchor {
+    basic_heartbeat_group* group; // nullptr once the group is destroyed
+  };
+
+  // The wait handler: two pointers, so the wait lives in the wheel timer without allocating.
   struct wake_handler {
-    basic_heartbeat_group* group;
+    std::shared_ptr<anchor> to;
     // An aborted wait was re-armed or is the group's destruction: nothing to do.
     void operator()(const asio::error_code& ec) const {
-      if (!ec)
-        group->on_wake();
+      if (!ec && to->group != nullptr)
+        to->group->on_wake();
     }
   };
 
@@ -302,7 +314,7 @@ private:
   // Files a watched member for `when`, arming the wait if it is now the earliest.
   void file(member& m, const time_point& when) {
     wheel_.insert(m, tick_at_or_after(when));
-    if (alive_ == nullptr)
+    if (!delivering_)
       arm();
   }
 
@@ -315,25 +327,26 @@ private:
     // Reset first: if arming throws, no wait is known to be armed, and the next arm() tries.
     armed_for_.reset();
     timer_.expires_at(time_of(*next));
-    timer_.async_wait(wake_handler{this});
+    timer_.async_wait(wake_handler{anchor_});
     armed_for_ = *next;
   }
 
   void on_wake() {
+    // The event handler may destroy the group: `still` tells, and outlives it.
+    const std::shared_ptr<anchor> still = anchor_;
     armed_for_.reset();
-    bool alive = true;
-    alive_ = &alive;
+    delivering_ = true;
     try {
-      deliver(alive);
+      deliver(*still);
     } catch (...) {
-      if (alive) {
-        alive_ = nullptr;
+      if (still->group != nullptr) {
+        delivering_ = false;
         arm();
       }
       throw;
     }
-    if (alive) {
-      alive_ = nullptr;
+    if (still->group != nullptr) {
+      delivering_ = false;
       arm();
     }
   }
@@ -345,11 +358,11 @@ private:
   }
 
   // Takes the due members one at a time, so that the event handler runs outside the wheel's
-  // advance() and may change the wheel, or destroy the group (then `alive` turns false).
-  void deliver(const bool& alive) {
+  // advance() and may change the wheel, or destroy the group (`still` then says so).
+  void deliver(const anchor& still) {
     const time_point now = clock_type::now();
     const tick_type now_tick = tick_at_or_before(now);
-    for (std::size_t events = 0; events < events_per_run;) {
+    for (std::size_t taken = 0; taken < members_per_run; ++taken) {
       member* due = nullptr;
       wheel_.advance(now_tick, 1,
                      [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
@@ -365,16 +378,14 @@ private:
       case rule::step::ping:
         m.pinged_for_ = last;
         refile(m, rule::next_threshold(options_, last, last), now_tick);
-        ++events;
         on_event_(m, event::ping);
         break;
       case rule::step::drop:
         m.group_ = nullptr;
-        ++events;
         on_event_(m, event::drop);
         break;
       }
-      if (!alive)
+      if (still.group == nullptr)
         return;
     }
   }
@@ -389,8 +400,10 @@ private:
   // The tick the wait is armed for; empty while no wait is pending (or one was cancelled).
   // Invariant: empty, or no later than the wheel's next expiry.
   std::optional<tick_type> armed_for_;
-  // While the wait handler runs: its flag that the group still exists.
-  bool* alive_ = nullptr;
+  // Shared with the pending wait's handler; see anchor.
+  std::shared_ptr<anchor> anchor_;
+  // True while the wait handler delivers events: it arms the wait when it is done.
+  bool delivering_ = false;
 };
 
 /// A heartbeat group on std::chrono::steady_clock.
