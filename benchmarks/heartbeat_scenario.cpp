@@ -5,7 +5,7 @@
 // Distributed under the Boost Software License, Version 1.0. (See accompanying
 // file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
 //
-// A server's keep-alive timers, the asio::steady_timer way against the asio-wheel way.
+// A server's keep-alive timers, the asio::steady_timer way against the two asio-wheel ways.
 //
 // N connections (default 1e6), each with a heartbeat: ping the peer after --ping seconds of
 // silence (default 10), drop it after --idle seconds of silence (default 30). The connections
@@ -22,15 +22,21 @@
 //           read). On expiry: ping, then expires_at(last + idle) for the drop.
 //   wheel   each connection owns one asio_wheel::heartbeat {ping, idle}. Activity: touch()
 //           (one store; the wheel re-arms lazily). async_next() reports ping and drop.
+//   group   one asio_wheel::heartbeat_group {ping, idle} for the server, and each connection
+//           derives from its member hook (no wait, no heap per connection); the group is
+//           watching it from its opening. Activity: touch() (one store; the group files the
+//           member again lazily, once per threshold). The group's event handler reports ping
+//           and drop, with one wheel timer wait for all; a dropped member is unwatched.
 //
-// Both run on one thread, on an io_context(1), with the same traffic: rounds are paced by
-// one asio::steady_timer at absolute times, and the connections touched in round r are a
-// function of (seed, r) only. Both read steady_clock::now() once per read to note the true
+// All three run on one thread, on an io_context(1), with the same traffic: rounds are paced
+// by one asio::steady_timer at absolute times, and the connections touched in round r are a
+// function of (seed, r) only. Each reads steady_clock::now() once per read to note the true
 // time of the activity; a ping is due at that time + ping, a drop at that time + idle.
 //
 // Phases: setup (only with --ramp 0: open N connections), run (--seconds), quiet (--quiet s,
-// default 2: every connection's timer is moved to 1 hour, and the process's voluntary context
-// switches are counted while nothing is due: the idle wakeups), teardown.
+// default 2: every connection's timer is moved to 1 hour -- for the group, its members move
+// to a second group that pings after 1 hour -- and the process's voluntary context switches
+// are counted while nothing is due: the idle wakeups), teardown.
 //
 // Measured per implementation: wall and CPU time (user+sys, getrusage) of setup and run,
 // max RSS (ru_maxrss), handler counts (aborted, pings, drops, stale), lateness of every ping
@@ -38,22 +44,26 @@
 // must be 0), round lag (how late the traffic rounds start: does the loop keep up?), idle
 // wakeups per second in the quiet phase.
 //
-//   --impl wheel|steady|both  both (default): each implementation in a child process of its
-//                             own (so max RSS is per implementation), alternating, --repeat K
-//                             times (ABBA order), medians and steady/wheel ratios
+//   --impl wheel|steady|group|both
+//                             both (default): all three, each in a child process of its own
+//                             (so max RSS is per implementation), alternating, --repeat K
+//                             times (ABCCBA order), medians and steady/wheel, steady/group
+//                             ratios
 //   --smoke                   a few seconds: 1e5 connections, ping 2 s, drop 3 s, 4 s run
 //   --json FILE               results as JSON
 //   --cdf FILE                lateness CDF data (gnuplot blocks, one per implementation)
 //   --precision               instead: --timers (1e4) timers due uniformly over --spread
 //                             (1 s) with the default tick; each implementation's p99
 //                             lateness must be <= one tick + 1 ms, with no early completion.
-//                             Exit status 1 if a check fails.
+//                             Exit status 1 if a check fails. Not for the group, whose
+//                             thresholds are shared by its members.
 //
 // Progress goes to stderr: one \r-updated line on a terminal, plain lines otherwise.
 // Exit status: 0 all good; 1 a check failed (early completions, precision bound), results
 // written; 2 bad arguments; 3 error.
 
 #include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
@@ -148,8 +158,8 @@ void parse_args(int argc, char** argv) {
     };
     if (a == "--impl") {
       cfg.impl = value();
-      if (cfg.impl != "wheel" && cfg.impl != "steady" && cfg.impl != "both")
-        usage_error("--impl must be wheel, steady or both");
+      if (cfg.impl != "wheel" && cfg.impl != "steady" && cfg.impl != "group" && cfg.impl != "both")
+        usage_error("--impl must be wheel, steady, group or both");
     } else if (a == "--connections") {
       cfg.connections = static_cast<std::size_t>(parse_number("--connections", value()));
     } else if (a == "--idle") {
@@ -197,7 +207,7 @@ void parse_args(int argc, char** argv) {
       cfg.child_out = value();
     } else if (a == "-h" || a == "--help") {
       std::printf(
-          "usage: heartbeat_scenario [--impl wheel|steady|both] [--connections N] "
+          "usage: heartbeat_scenario [--impl wheel|steady|group|both] [--connections N] "
           "[--idle S] [--ping S]\n"
           "         [--seconds S] [--ramp S] [--round-ms MS] [--touch-fraction F] "
           "[--silent-fraction F] [--quiet S]\n"
@@ -215,6 +225,10 @@ void parse_args(int argc, char** argv) {
     usage_error("need 0 < --ping < --idle");
   if (cfg.touch_fraction > 1 || cfg.silent_fraction > 1)
     usage_error("fractions must be <= 1");
+  // A group's thresholds are shared by its members, so timers due uniformly over the spread
+  // would need a group each.
+  if (cfg.precision && cfg.impl == "group")
+    usage_error("--precision has no group check: use --impl wheel, steady or both");
 }
 
 template <typename D>
@@ -420,6 +434,8 @@ private:
 
 struct steady_impl {
   static constexpr const char* name = "steady";
+  // What the connections share, given to open() and park().
+  using server = asio::io_context&;
 
   struct connection {
     asio::steady_timer timer;
@@ -487,6 +503,7 @@ struct steady_impl {
 
 struct wheel_impl {
   static constexpr const char* name = "wheel";
+  using server = asio::io_context&;
   using event = asio_wheel::heartbeat::event;
 
   struct connection {
@@ -543,6 +560,65 @@ struct wheel_impl {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+// The asio-wheel way for a whole server: one heartbeat_group.
+
+struct group_impl {
+  static constexpr const char* name = "group";
+  using group = asio_wheel::heartbeat_group;
+  using event = group::event;
+
+  struct connection : group::member {
+    clock_type::time_point last; // true time of the last activity
+    std::uint32_t silent_from = never_silent;
+    std::uint8_t state = await_ping;
+  };
+
+  static void on_event(group::member& m, event ev) {
+    auto& c = static_cast<connection&>(m);
+    if (ev == event::ping) {
+      stats.record(c.last + ping_after);
+      ++stats.pings;
+      c.state = await_drop;
+    } else {
+      // The group has unwatched it, as the others stop waiting after a drop.
+      stats.record(c.last + drop_after);
+      ++stats.drops;
+      c.state = closed;
+    }
+  }
+
+  // The parked group stands for the others' timers moved an hour away: a group's thresholds
+  // are fixed at construction, as a heartbeat's.
+  struct server {
+    group active;
+    group parked;
+
+    explicit server(asio::io_context& ctx)
+        : active(ctx, {ping_after, drop_after}, on_event), parked(ctx, {1h, 2h}, on_event) {}
+  };
+
+  // watch() counts as activity; `last` is read first, so it is never after the mark.
+  static void open(server& s, connection& c) {
+    c.last = clock_type::now();
+    s.active.watch(c);
+  }
+
+  static void touch(connection& c) {
+    c.last = clock_type::now();
+    c.state = await_ping;
+    c.touch();
+  }
+
+  // Quiet phase: nothing due for an hour. The last unwatch() cancels the active group's
+  // wait, so only the parked group's remains.
+  static void park(server& s, connection& c) {
+    s.active.unwatch(c);
+    c.state = closed;
+    s.parked.watch(c);
+  }
+};
+
 template <typename Impl>
 typename Impl::connection& construct(fixed_array<typename Impl::connection>& conns,
                                      asio::io_context& ctx) {
@@ -551,6 +627,8 @@ typename Impl::connection& construct(fixed_array<typename Impl::connection>& con
     auto& c = conns.emplace_back(ctx, wheel_impl::options());
     c.last = t;
     return c;
+  } else if constexpr (std::is_same_v<Impl, group_impl>) {
+    return conns.emplace_back();
   } else {
     return conns.emplace_back(ctx);
   }
@@ -583,6 +661,8 @@ metrics run_scenario() {
   const char* name = Impl::name;
 
   asio::io_context ctx(1);
+  // Before the connections, which may unwatch themselves from it when they go.
+  typename Impl::server server(ctx);
   fixed_array<connection> conns;
   conns.allocate(n);
 
@@ -598,7 +678,7 @@ metrics run_scenario() {
         c.silent_from = r + static_cast<std::uint32_t>(silent_rng.below(last - r + 1ULL));
         ++silent;
       }
-      Impl::open(ctx, c);
+      Impl::open(server, c);
       if (ramp_rounds == 0 && (conns.size() & 0xffff) == 0)
         progress.update(false, "[%s] setup: %zu / %zu connections", name, conns.size(), n);
     }
@@ -665,7 +745,7 @@ metrics run_scenario() {
   stats.quiet = true;
   ctx.restart();
   for (std::size_t i = 0; i < conns.size(); ++i)
-    Impl::park(ctx, conns[i]);
+    Impl::park(server, conns[i]);
   while (ctx.poll() != 0) {
   }
   ctx.restart();
@@ -852,15 +932,22 @@ std::string ms(double us) {
   return fmt(us >= 100000 ? "%.0f ms" : "%.2f ms", us / 1000);
 }
 
-std::string ratio(double steady, double wheel) {
-  if (wheel == 0 && steady == 0)
+// steady / other, where `other` names the implementation of the denominator.
+std::string ratio(double steady, double other, const std::string& name) {
+  if (other == 0 && steady == 0)
     return "=";
-  if (wheel == 0)
-    return "wheel 0";
-  if (wheel < 0 || steady < 0)
+  if (other == 0)
+    return name + " 0";
+  if (other < 0 || steady < 0)
     return "n/a";
-  const double q = steady / wheel;
+  const double q = steady / other;
   return fmt(q >= 100 ? "%.0fx" : q >= 10 ? "%.1fx" : "%.2fx", q);
+}
+
+const char* impl_label(const std::string& impl) {
+  return impl == "steady"  ? "asio::steady_timer"
+         : impl == "wheel" ? "asio_wheel"
+                           : "heartbeat_group";
 }
 
 struct row {
@@ -923,7 +1010,6 @@ const row scenario_rows[] = {
 };
 
 void print_scenario_table(const std::map<std::string, metrics>& med, unsigned repeat) {
-  const bool both = med.count("wheel") != 0 && med.count("steady") != 0;
   const metrics& any = med.begin()->second;
   std::printf(
       "\nheartbeat scenario: %s connections (%s), ping after %g s, drop after %g s of "
@@ -937,43 +1023,53 @@ void print_scenario_table(const std::map<std::string, metrics>& med, unsigned re
           .c_str(),
       cfg.touch_fraction * 100, cfg.round_ms, cfg.silent_fraction * 100, cfg.seconds,
       repeat > 1 ? (", median of " + std::to_string(repeat) + " runs each").c_str() : "");
-  std::vector<std::string> impls;
-  if (med.count("steady"))
-    impls.push_back("steady");
-  if (med.count("wheel"))
-    impls.push_back("wheel");
+  // Columns in this order; each asio-wheel way is compared with steady_timer.
+  std::vector<std::string> impls, versus;
+  for (const char* i : {"steady", "wheel", "group"}) {
+    if (med.count(i) == 0)
+      continue;
+    impls.push_back(i);
+    if (i != std::string("steady") && med.count("steady") != 0)
+      versus.push_back(i);
+  }
   std::printf("  %-30s", "");
   for (const auto& i : impls)
-    std::printf(" %16s", i == "steady" ? "asio::steady_timer" : "asio_wheel");
-  if (both)
-    std::printf(" %14s", "steady / wheel");
-  std::printf("\n  %s\n", std::string(30 + 17 * impls.size() + (both ? 15 : 0), '-').c_str());
+    std::printf(" %16s", impl_label(i));
+  for (const auto& v : versus)
+    std::printf(" %14s", ("steady / " + v).c_str());
+  std::printf("\n  %s\n", std::string(30 + 17 * impls.size() + 15 * versus.size(), '-').c_str());
   for (const row& rw : scenario_rows) {
     std::printf("  %-30s", rw.label);
     for (const auto& i : impls)
       std::printf(" %16s", rw.show(med.at(i).at(rw.key)).c_str());
-    if (both && rw.with_ratio)
-      std::printf(" %14s", ratio(med.at("steady").at(rw.key), med.at("wheel").at(rw.key)).c_str());
+    for (const auto& v : versus)
+      if (rw.with_ratio)
+        std::printf(" %14s", ratio(med.at("steady").at(rw.key), med.at(v).at(rw.key), v).c_str());
     std::printf("\n");
   }
   std::printf("\n");
-  if (both) {
-    const metrics& st = med.at("steady");
-    const metrics& wh = med.at("wheel");
-    auto times = [](double a, double b) { return b > 0 ? fmt("%.1fx", a / b) : std::string("-"); };
-    std::printf(
-        "  Same traffic (%s reads): asio_wheel used %s %s CPU time than asio::steady_timer\n"
-        "  and ran %s handlers instead of %s (steady_timer: one operation_aborted per read).\n"
-        "  Idle wakeups: %.1f/s (steady_timer) and %.1f/s (asio_wheel) with every timer an hour "
-        "away.\n\n",
-        grouped(wh.at("touches")).c_str(),
-        times(std::max(st.at("run_cpu_s"), wh.at("run_cpu_s")),
-              std::min(st.at("run_cpu_s"), wh.at("run_cpu_s")))
-            .c_str(),
-        st.at("run_cpu_s") >= wh.at("run_cpu_s") ? "less" : "MORE",
-        grouped(wh.at("handlers")).c_str(), grouped(st.at("handlers")).c_str(),
-        st.at("quiet_wakeups_per_s"), wh.at("quiet_wakeups_per_s"));
+  if (versus.empty())
+    return;
+  const metrics& st = med.at("steady");
+  std::printf("  Same traffic (%s reads); asio::steady_timer ran %s handlers (one "
+              "operation_aborted per read).\n",
+              grouped(st.at("touches")).c_str(), grouped(st.at("handlers")).c_str());
+  auto times = [](double a, double b) { return b > 0 ? fmt("%.1fx", a / b) : std::string("-"); };
+  for (const auto& v : versus) {
+    const metrics& other = med.at(v);
+    std::printf("  %s used %s %s CPU time than asio::steady_timer and ran %s handlers.\n",
+                impl_label(v),
+                times(std::max(st.at("run_cpu_s"), other.at("run_cpu_s")),
+                      std::min(st.at("run_cpu_s"), other.at("run_cpu_s")))
+                    .c_str(),
+                st.at("run_cpu_s") >= other.at("run_cpu_s") ? "less" : "MORE",
+                grouped(other.at("handlers")).c_str());
   }
+  std::printf("  Idle wakeups with every timer an hour away:");
+  for (const auto& i : impls)
+    std::printf("%s %.1f/s (%s)", i == impls.front() ? "" : ",",
+                med.at(i).at("quiet_wakeups_per_s"), impl_label(i));
+  std::printf(".\n\n");
 }
 
 void json_metrics(std::FILE* f, const metrics& m, const char* indent) {
@@ -1132,17 +1228,24 @@ child_result spawn_child(const std::string& impl) {
   return r;
 }
 
+metrics run_scenario(const std::string& impl) {
+  if (impl == "wheel")
+    return run_scenario<wheel_impl>();
+  if (impl == "group")
+    return run_scenario<group_impl>();
+  return run_scenario<steady_impl>();
+}
+
 int scenario_main() {
   std::vector<std::string> impls;
   if (cfg.impl == "both")
-    impls = {"wheel", "steady"};
+    impls = {"wheel", "steady", "group"};
   else
     impls = {cfg.impl};
 
   std::map<std::string, std::vector<child_result>> runs;
   if (!cfg.child_out.empty() || (impls.size() == 1 && cfg.repeat == 1)) {
-    const metrics m =
-        impls[0] == "wheel" ? run_scenario<wheel_impl>() : run_scenario<steady_impl>();
+    const metrics m = run_scenario(impls[0]);
     if (!cfg.child_out.empty()) {
       write_child_out(m);
       return 0;
@@ -1150,7 +1253,8 @@ int scenario_main() {
     runs[impls[0]].push_back({m, stats.lateness_ns});
   } else {
     for (unsigned rep = 0; rep < cfg.repeat; ++rep) {
-      // ABBA: alternate which implementation goes first.
+      // ABBA (ABC CBA): alternate the order, so that drift over the runs (load, caches,
+      // frequency) does not favour one implementation.
       std::vector<std::string> order = impls;
       if (rep % 2 == 1)
         std::reverse(order.begin(), order.end());
@@ -1180,7 +1284,8 @@ int scenario_main() {
       all.insert(all.end(), r.lateness_ns.begin(), r.lateness_ns.end());
     samples.emplace_back(impl, std::move(all));
   }
-  // Wheel first, then steady: the order the plot scripts expect.
+  // Wheel first, then steady (the two blocks benchmarks/plot/lateness_cdf.gnuplot plots),
+  // then group.
   std::sort(samples.begin(), samples.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
   if (!cfg.cdf.empty())
@@ -1220,10 +1325,12 @@ int scenario_main() {
       first = false;
     }
     std::fprintf(f, "\n  }");
-    if (med.count("wheel") && med.count("steady")) {
-      std::fprintf(f, ",\n  \"ratio_steady_over_wheel\": {");
+    for (const char* other : {"wheel", "group"}) {
+      if (!med.count(other) || !med.count("steady"))
+        continue;
+      std::fprintf(f, ",\n  \"ratio_steady_over_%s\": {", other);
       first = true;
-      for (const auto& [k, w] : med.at("wheel")) {
+      for (const auto& [k, w] : med.at(other)) {
         const double s = med.at("steady").at(k);
         if (w == 0)
           continue;

@@ -1,5 +1,6 @@
 # Lateness CDFs (written by heartbeat_scenario --cdf: blocks of "lateness_ms fraction"):
-# left, the heartbeat scenario's pings and drops (block 0 asio-wheel, block 1 steady_timer);
+# left, the heartbeat scenario's pings and drops (block 0 asio-wheel, block 1 steady_timer,
+# block 2, if present, heartbeat_group);
 # right, the precision check, one block per name in `blocks`, with its bound `limit` (ms).
 #
 # gnuplot -e "scenario='benchmarks/results/heartbeat_scenario.cdf.dat'" \
@@ -27,8 +28,16 @@ set ytics 0.1
 set title "Heartbeat scenario: pings and drops"
 if (exists("sx0") && exists("sx1")) { set xrange [sx0:sx1] } else { set autoscale x }
 set arrow 1 from 0, graph 0 to 0, graph 1 nohead lc rgb "#999999" lw 1 dt 3 back
-plot scenario index 0 using 1:2 with lines lw 2 lc rgb "#2471a3" title "asio-wheel (heartbeat)", \
-     scenario index 1 using 1:2 with lines lw 2 lc rgb "#c0392b" title "asio::steady_timer"
+# Results from before heartbeat_group have two blocks.
+stats scenario using 1 nooutput
+if (STATS_blocks > 2) {
+  plot scenario index 0 using 1:2 with lines lw 2 lc rgb "#2471a3" title "asio-wheel (heartbeat)", \
+       scenario index 1 using 1:2 with lines lw 2 lc rgb "#c0392b" title "asio::steady_timer", \
+       scenario index 2 using 1:2 with lines lw 2 lc rgb "#27ae60" title "asio-wheel (heartbeat_group)"
+} else {
+  plot scenario index 0 using 1:2 with lines lw 2 lc rgb "#2471a3" title "asio-wheel (heartbeat)", \
+       scenario index 1 using 1:2 with lines lw 2 lc rgb "#c0392b" title "asio::steady_timer"
+}
 
 set title "Precision check (default tick)"
 if (exists("px0") && exists("px1")) { set xrange [px0:px1] } else { set autoscale x }
