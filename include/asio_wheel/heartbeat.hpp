@@ -52,7 +52,11 @@ namespace asio_wheel {
  * @par Lifetime
  * As with Asio's composed operations, the object must outlive an async_next() that has
  * not been cancelled: when a threshold's deadline passes, the completion reads the activity
- * mark before calling the handler. Destroying the object aborts its wait, which is safe.
+ * mark before calling the handler. Destroying the object aborts a wait still pending, which
+ * is then safe; but a wait whose deadline has passed may have its completion queued already
+ * (it cannot be aborted any more), and that completion reads the object. Keep the object
+ * alive from the handler (as a connection's shared_ptr does), or destroy it from there.
+ * heartbeat_group has no such rule.
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>

@@ -41,7 +41,9 @@ namespace asio_wheel {
  * As with Asio's composed operations, the object must outlive a wait that has not been
  * cancelled: when the wheel's deadline passes, the completion reads the activity mark
  * before calling the handler (keep the object alive from the handler, as a connection's
- * shared_ptr does). Destroying it aborts its wait, which is then safe.
+ * shared_ptr does). Destroying it aborts a wait still pending, which is then safe; a wait
+ * whose deadline has passed may have its completion queued already, and that one still
+ * reads the object.
  *
  * @par Example
  * @code
