@@ -12,7 +12,9 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/activity_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
+#include <asio_wheel/detail/wheel_service.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/error.hpp>
@@ -164,7 +166,7 @@ public:
    */
   basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
-        epoch_(clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
+        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
 
   /// Constructor.
   template <typename ExecutionContext>
@@ -173,7 +175,7 @@ public:
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
-        epoch_(clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
+        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
 
   basic_heartbeat_group(const basic_heartbeat_group&) = delete;
   basic_heartbeat_group& operator=(const basic_heartbeat_group&) = delete;
@@ -249,8 +251,11 @@ private:
   using rule = detail::heartbeat_rule<time_point>;
   using tick_type = detail::tick_type;
 
-  // The group's wheel counts milliseconds from its construction.
-  static constexpr std::chrono::milliseconds resolution{1};
+  // The group's wheel counts ticks of the context wheel's default length (1 ms) from its
+  // construction.
+  static duration tick_length() noexcept {
+    return detail::wheel_service<Clock, WaitTraits>::default_tick();
+  }
   // Members looked at per run of the group's wait handler at most (due or filed again).
   static constexpr std::size_t members_per_run = 4096;
 
@@ -284,36 +289,9 @@ private:
     return on_event;
   }
 
-  static duration tick_length() noexcept {
-    const auto d = std::chrono::ceil<duration>(resolution);
-    return d > duration::zero() ? d : duration(1);
-  }
-
-  // The first tick at or after `t`: a member filed there is never looked at early.
-  tick_type tick_at_or_after(const time_point& t) const noexcept {
-    if (t <= epoch_)
-      return 0;
-    const auto span = (t - epoch_).count();
-    const auto len = tick_length().count();
-    return static_cast<tick_type>(span / len + (span % len != 0 ? 1 : 0));
-  }
-
-  // The last tick at or before `t`.
-  tick_type tick_at_or_before(const time_point& t) const noexcept {
-    return t <= epoch_ ? 0 : static_cast<tick_type>((t - epoch_).count() / tick_length().count());
-  }
-
-  time_point time_of(tick_type tick) const noexcept {
-    const auto len = tick_length();
-    const auto room = (time_point::max() - epoch_) / len;
-    return tick >= static_cast<tick_type>(room)
-               ? time_point::max()
-               : epoch_ + len * static_cast<typename duration::rep>(tick);
-  }
-
   // Files a watched member for `when`, arming the wait if it is now the earliest.
   void file(member& m, const time_point& when) {
-    wheel_.insert(m, tick_at_or_after(when));
+    wheel_.insert(m, scale_.ceil(when));
     if (!delivering_)
       arm();
   }
@@ -326,7 +304,7 @@ private:
       return;
     // Reset first: if arming throws, no wait is known to be armed, and the next arm() tries.
     armed_for_.reset();
-    timer_.expires_at(time_of(*next));
+    timer_.expires_at(scale_.time_of(*next));
     timer_.async_wait(wake_handler{anchor_});
     armed_for_ = *next;
   }
@@ -354,14 +332,14 @@ private:
   // Files a member taken from the wheel at `now_tick` for a threshold later than now: past
   // now_tick, even for a clock that went backwards, so that deliver() cannot meet it again.
   void refile(member& m, const time_point& when, tick_type now_tick) noexcept {
-    wheel_.insert(m, std::max(tick_at_or_after(when), now_tick + 1));
+    wheel_.insert(m, std::max(scale_.ceil(when), now_tick + 1));
   }
 
   // Takes the due members one at a time, so that the event handler runs outside the wheel's
   // advance() and may change the wheel, or destroy the group (`still` then says so).
   void deliver(const anchor& still) {
     const time_point now = clock_type::now();
-    const tick_type now_tick = tick_at_or_before(now);
+    const tick_type now_tick = scale_.floor(now);
     for (std::size_t taken = 0; taken < members_per_run; ++taken) {
       member* due = nullptr;
       wheel_.advance(now_tick, 1,
@@ -393,10 +371,10 @@ private:
   options options_;
   event_handler on_event_;
   // Every watched member, filed at the tick of its next threshold (or earlier, when it was
-  // touched since: it is filed again then). Ticks are `resolution` long, from epoch_.
+  // touched since: it is filed again then), in the ticks of scale_.
   detail::timing_wheel wheel_;
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
-  time_point epoch_;
+  detail::tick_scale<Clock> scale_;
   // The tick the wait is armed for; empty while no wait is pending (or one was cancelled).
   // Invariant: empty, or no later than the wheel's next expiry.
   std::optional<tick_type> armed_for_;

@@ -39,6 +39,7 @@
 // before any is destroyed, and those may be destroyed before this one.
 
 #include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 
@@ -146,7 +147,7 @@ public:
 
   duration tick() const {
     std::lock_guard lock(mutex_);
-    return tick_;
+    return scale_.tick();
   }
 
   void set_tick(duration tick) {
@@ -154,7 +155,7 @@ public:
       throw std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
                                   " ns; the tick must be positive and at most 60 s (default 1 ms)");
     std::lock_guard lock(mutex_);
-    if (tick == tick_)
+    if (tick == scale_.tick())
       return;
     // Deadlines already computed in the old tick would be misread: the tick is part of the
     // wheel's configuration, fixed by its first wait.
@@ -162,7 +163,7 @@ public:
       throw std::logic_error(
           "asio_wheel: the tick of a context can only be changed before its first wait (it "
           "is " +
-          std::to_string(to_ns(tick_)) +
+          std::to_string(to_ns(scale_.tick())) +
           " ns); call set_tick() right after creating "
           "the io_context");
     reset_time(tick);
@@ -210,7 +211,7 @@ public:
     // expiry behind the wheel's last tick has certainly passed: the wait completes without
     // the wheel or the driver.
     const bool joins = entry.head_ != nullptr;
-    const tick_type deadline = to_tick_ceil(expiry);
+    const tick_type deadline = scale_.ceil(expiry);
     const bool past = !joins && deadline <= wheel_->now();
     // Whatever may throw comes before any change, so that then the wait is only destroyed.
     std::optional<spare_block> spare;
@@ -270,7 +271,7 @@ public:
     std::lock_guard lock(mutex_);
     if (entry.head_ == nullptr)
       return;
-    const tick_type deadline = to_tick_ceil(expiry);
+    const tick_type deadline = scale_.ceil(expiry);
     if (deadline <= wheel_->now()) {
       detach_all(entry, false);
       return;
@@ -428,42 +429,9 @@ private:
 
   // Origin and wheel restart at the current time: ticks count from there.
   void reset_time(duration tick) {
-    tick_ = tick;
-    origin_ = Clock::now();
+    scale_ = tick_scale<Clock>(tick, Clock::now());
     wheel_.emplace(0);
     wheel_->set_cascade_limit(cascade_budget);
-    const auto span = static_cast<std::uint64_t>(time_point::max().time_since_epoch().count()) -
-                      static_cast<std::uint64_t>(origin_.time_since_epoch().count());
-    max_tick_ = span / static_cast<std::uint64_t>(tick_.count());
-  }
-
-  // Unsigned distance from the origin: exact for every time point after it, whatever the
-  // sign of the clock's epoch.
-  std::uint64_t since_origin(const time_point& t) const noexcept {
-    return static_cast<std::uint64_t>(t.time_since_epoch().count()) -
-           static_cast<std::uint64_t>(origin_.time_since_epoch().count());
-  }
-
-  // Rounds up, so that an expiry never maps to a tick before it (never early).
-  tick_type to_tick_ceil(const time_point& t) const noexcept {
-    if (t <= origin_)
-      return 0;
-    const std::uint64_t d = since_origin(t);
-    const auto n = static_cast<std::uint64_t>(tick_.count());
-    return d / n + (d % n != 0 ? 1 : 0);
-  }
-
-  // Rounds down: the last tick that has fully begun.
-  tick_type to_tick_floor(const time_point& t) const noexcept {
-    return t <= origin_ ? 0 : since_origin(t) / static_cast<std::uint64_t>(tick_.count());
-  }
-
-  time_point from_tick(tick_type tick) const noexcept {
-    if (tick > max_tick_)
-      return time_point::max();
-    const std::uint64_t t = static_cast<std::uint64_t>(origin_.time_since_epoch().count()) +
-                            tick * static_cast<std::uint64_t>(tick_.count());
-    return time_point(duration(static_cast<typename duration::rep>(t)));
   }
 
   // --- Everything below runs with mutex_ held. ---
@@ -634,7 +602,7 @@ private:
     if (armed_ && tick >= armed_at_)
       return;
     // expires_at aborts the wait armed before, if it has not fired; on_driver ignores it.
-    driver_->expires_at(from_tick(tick));
+    driver_->expires_at(scale_.time_of(tick));
     armed_ = false; // until the new wait is started: async_wait may throw
     driver_->async_wait([this](const asio::error_code& ec) { on_driver(ec); });
     armed_ = true;
@@ -676,7 +644,7 @@ private:
   }
 
   void expire(std::unique_lock<futex_mutex>& lock) {
-    const tick_type now = to_tick_floor(Clock::now());
+    const tick_type now = scale_.floor(Clock::now());
     wait_op* head = nullptr;
     wait_op** tail = &head;
     // noexcept: the entry has left the wheel, so running out of memory for the block of
@@ -773,11 +741,8 @@ private:
   asio::any_io_executor home_;
   // The io_context behind home_, if it is one: its stop() interrupts a batch.
   asio::io_context* home_context_ = nullptr;
-  // Tick length and the instant of tick 0. The wheel counts ticks since origin_.
-  duration tick_{};
-  time_point origin_{};
-  // The largest tick that from_tick() can represent; later ticks map to time_point::max().
-  tick_type max_tick_ = 0;
+  // Tick length and the instant of tick 0 of wheel_.
+  tick_scale<Clock> scale_;
   // Re-created by set_tick() (only while empty), hence optional.
   std::optional<timing_wheel> wheel_;
   // Entries with pending waits (all of them in the wheel). The driver is armed only while
