@@ -333,7 +333,7 @@ def precision_section(prec):
         c = prec["config"]
         names = {"steady": "asio::steady_timer", "wheel": "asio_wheel::wheel_timer",
                  "idle_timer": "asio_wheel::idle_timer", "heartbeat": "asio_wheel::heartbeat (ping)"}
-        out += [f"`heartbeat_scenario --precision`: {c['timers']:,} timers due uniformly over "
+        out += [f"`precision_bench`: {c['timers']:,} timers due uniformly over "
                 f"{c['spread_s']:g} s (from 50 ms after arming), nothing else running, default tick. "
                 "Check: p99 lateness <= one tick + 1 ms and no early completion. idle_timer and "
                 "heartbeat are never touched: due at construction + timeout.", ""]
