@@ -1,6 +1,7 @@
 //
 // examples/http_server/http_response.hpp
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+//
 // Distributed under the Boost Software License, Version 1.0. (See accompanying
 // file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
 //
@@ -43,6 +44,8 @@ std::string response_head_start(int status);
 std::string response_head_end(std::size_t content_length, conn_header conn,
                               const char* content_type = "text/plain; charset=utf-8");
 
+// The response for `status` (200: the hello text), with that Connection header; HEAD: no
+// body.
 const canned_response& canned(int status, conn_header conn, bool head);
 
 // One chunk of the GET /big body.
