@@ -11,6 +11,14 @@
 #ifndef ASIO_WHEEL_EXAMPLE_HTTP_OPTIONS_HPP
 #define ASIO_WHEEL_EXAMPLE_HTTP_OPTIONS_HPP
 
+// A standard header before Asio's in every translation unit of the program (each reaches Asio
+// through this header, or after standard headers of its own): Asio 1.22's detail/config.hpp tests
+// the standard library's feature macros without including a standard header first (later
+// Asio includes <version> itself). A translation unit that includes Asio first would then
+// recycle handler memory with operator new/delete, one that does not with aligned_alloc/free,
+// and a block allocated in one and freed in the other is an alloc-dealloc mismatch.
+#include <version>
+
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/use_awaitable.hpp>
