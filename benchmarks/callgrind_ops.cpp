@@ -33,6 +33,8 @@
 // Every handler count is checked; the program exits non-zero if one is off. Prints "<impl> <op>
 // K=<K> ok".
 
+#include "support/bench_support.hpp"
+
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
@@ -56,11 +58,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-struct counts {
-  std::uint64_t ok = 0;
-  std::uint64_t aborted = 0;
-};
+using asio_wheel::bench::counts;
 
 counts handled;
 
@@ -74,14 +72,9 @@ inline auto handler() {
   };
 }
 
-struct rng {
-  std::uint64_t state = 42;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+// Fixed seed: the same deadlines for every implementation.
+struct rng : asio_wheel::bench::rng {
+  rng() : asio_wheel::bench::rng{42} {}
   // Uniform in [lo, hi] milliseconds.
   clock_type::duration ms(std::uint64_t lo, std::uint64_t hi) {
     return std::chrono::duration_cast<clock_type::duration>(
