@@ -194,7 +194,7 @@ LINE_RULES = [
     ("slot", r"cancellation|\bslot\b"),
     ("op", r"inline_busy_|create_at|create\(|home_op|fits_inline|op_type|busy_slot"),
     ("executor", r"is_home|get_associated_executor|executor_\.visit"),
-    ("time", r"scale_\.|expiry_ = |clock_type::now"),
+    ("time", r"scale_\.|time_point::max|clock_type::now"),
     ("queue", r"wheel_->|file\("),
     ("driver", r"driver_|arm_if_earlier|armed_|arm\("),
     ("moveout", r"spare|evict|relocate"),
