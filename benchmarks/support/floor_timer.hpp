@@ -20,18 +20,18 @@
 //   * expires_after reads the clock and saturates; expiries round up to a tick (never early);
 //   * the handler is stored until it is called (in the timer, 56 bytes, like wheel_timer);
 //   * the service's lock (a futex_mutex) around the shared wheel and ready queue;
-//   * the wheel: a lazy link (a cancelled entry stays; expire() drops or re-files it);
+//   * the wheel, filed lazily (a cancelled entry stays; on_driver() drops or re-files it);
 //   * run() does not return while a wait is pending: one Asio timer (the driver) armed for
 //     the earliest tick, its pending wait being the work count of every wait;
 //   * an aborted handler is never called from inside cancel() or expires_after(): it is
 //     queued, and one drain per batch, posted to the io_context, calls it with
 //     operation_aborted; its memory is released before the call.
-// What it drops, as cuts to examine: moving a completed wait out of its timer (it stays
+// What it drops, as the cuts to examine: moving a completed wait out of its timer (it stays
 // there until its handler runs; only a new async_wait on that timer moves it, to a slot of a
-// per-thread arena that never goes back to malloc), io_context::stopped() per handler
-// (checked only by the "floor-stopped" variant), a function call per expiry/cancel of the
-// driver check, the error_code built per call (a constant), type erasure beyond one function
-// pointer per wait, the work counted per batch by asio::post (kept: it is Asio's).
+// per-thread arena that never goes back to malloc); io_context::stopped() per handler (only
+// the "floor-stopped" variant checks it); the out-of-line call for the driver test on every
+// arm; an error_code built per call (a constant here); cancellation slots and the choice of
+// executor.
 
 #include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
