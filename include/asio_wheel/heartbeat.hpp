@@ -11,12 +11,14 @@
 
 #include <asio_wheel/detail/activity_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/timeout_scale.hpp>
 
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -42,8 +44,18 @@ namespace asio_wheel {
  * Like basic_idle_timer, marking input is a clock read and one compare-exchange, and the
  * wheel is re-armed lazily.
  *
+ * @par Thresholds that shrink under load
+ * As for basic_idle_timer, either threshold may be a range <tt>{min, max}</tt>, put at
+ * <tt>min + ceil(f * (max - min))</tt> by the factor @c f of the context's timeout_scale;
+ * a change of the factor re-judges a pending async_next() by the new thresholds (a peer
+ * already quiet for longer than one gets it in the next turn or so, never before it).
+ * @code
+ * asio_wheel::heartbeat hb(ex, {.ping_after = {5s, 15s}, .drop_after = {10s, 60s}});
+ * @endcode
+ *
  * @par Precision
- * As basic_idle_timer: never early; late by at most a wheel tick plus the event loop's
+ * As basic_idle_timer: never early (for a range, with respect to the threshold at the factor
+ * read when the event is judged); late by at most a wheel tick plus the event loop's
  * latency.
  *
  * @par Thread Safety
@@ -67,6 +79,7 @@ class basic_heartbeat : public detail::activity_timer<Clock, WaitTraits, Executo
 public:
   using typename base::duration;
   using typename base::executor_type;
+  using typename base::range;
   using typename base::time_point;
   using clock_type = Clock;
 
@@ -77,17 +90,26 @@ public:
   };
 
   /// The two thresholds, both measured from the last touch().
+  /**
+   * Each is a duration or a range <tt>{min, max}</tt> (see timeout_range). Valid when
+   * 0 < min <= max for each, and the ping comes first at every factor:
+   * ping_after.min < drop_after.min and ping_after.max < drop_after.max.
+   */
   struct options {
-    duration ping_after;
-    duration drop_after;
+    range ping_after;
+    range drop_after;
   };
 
   /// Constructor. Construction counts as input.
   /**
-   * @throws std::invalid_argument unless 0 < ping_after < drop_after.
+   * @throws std::invalid_argument unless the options are valid (for durations:
+   * 0 < ping_after < drop_after).
    */
   basic_heartbeat(const executor_type& ex, const options& opts)
-      : base(ex), options_(checked(opts)) {}
+      : base(ex), options_(checked(opts)) {
+    this->use_range(options_.ping_after);
+    this->use_range(options_.drop_after);
+  }
 
   /// Constructor. Construction counts as input.
   template <typename ExecutionContext>
@@ -95,8 +117,12 @@ public:
       ExecutionContext& context, const options& opts,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : base(context), options_(checked(opts)) {}
+      : base(context), options_(checked(opts)) {
+    this->use_range(options_.ping_after);
+    this->use_range(options_.drop_after);
+  }
 
+  /// The thresholds.
   const options& get_options() const noexcept { return options_; }
 
   /// Waits for the next ping or drop.
@@ -121,25 +147,47 @@ private:
 
   using rule = detail::heartbeat_rule<time_point>;
 
+  // The thresholds at one factor, for the rule.
+  struct thresholds {
+    duration ping_after;
+    duration drop_after;
+  };
+
   static options checked(const options& opts) {
-    if (opts.ping_after <= duration::zero() || opts.drop_after <= opts.ping_after)
-      throw std::invalid_argument("asio_wheel::heartbeat: need 0 < ping_after < drop_after");
+    const range& p = opts.ping_after;
+    const range& d = opts.drop_after;
+    if (p.min > p.max || d.min > d.max)
+      throw std::invalid_argument("asio_wheel::heartbeat: a threshold range {min, max} needs "
+                                  "min <= max (a plain duration is {d, d})");
+    if (p.min <= duration::zero() || d.min <= p.min || d.max <= p.max)
+      throw std::invalid_argument("asio_wheel::heartbeat: need 0 < ping_after < drop_after "
+                                  "(for ranges: 0 < ping_after.min < drop_after.min and "
+                                  "ping_after.max < drop_after.max)");
     return opts;
   }
 
-  // The first round always goes through the timer, so the handler is never called from
-  // inside async_next().
-  template <typename Handler>
-  void start(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
-    arm(std::move(h));
+  thresholds at(double f) const noexcept {
+    return {options_.ping_after.at(f), options_.drop_after.at(f)};
   }
 
-  // Waits for the next threshold of the current quiet spell: the ping, or once it has been
-  // reported, the drop.
+  // The first round always goes through the timer, so the handler is never called from
+  // inside async_next(). A wait aborted by its cancellation slot may have left the timer in
+  // its queue.
   template <typename Handler>
-  void arm(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
-    this->wait_until(rule::next_threshold(options_, this->activity_.last(), pinged_for_),
-                     std::move(h));
+  void start(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
+    this->leave_queue();
+    arm(std::move(h), this->activity_.last());
+  }
+
+  // Waits for the next threshold of the quiet spell that began at `last`: the ping, or once
+  // it has been reported, the drop. `now` as in wait_for().
+  template <typename Handler>
+  void arm(detail::rearming_handler<basic_heartbeat, Handler>&& h, const time_point& last,
+           std::optional<time_point> now = std::nullopt) {
+    // A heartbeat always pings (0 < ping_after): once per spell, as the rule says.
+    const bool ping_next = rule::may_ping(at(1.0), last, pinged_for_);
+    this->wait_for(ping_next ? options_.ping_after : options_.drop_after, last, std::move(h),
+                   now);
   }
 
   template <typename Handler>
@@ -150,8 +198,10 @@ private:
       return;
     }
     basic_heartbeat& self = h.owner();
+    self.leave_queue();
+    const time_point now = clock_type::now();
     const time_point last = self.activity_.last();
-    switch (rule::due(self.options_, last, self.pinged_for_, clock_type::now())) {
+    switch (rule::due(self.at(self.factor()), last, self.pinged_for_, now)) {
     case rule::step::drop:
       std::move(h.handler())(asio::error_code(), event::drop);
       return;
@@ -160,7 +210,8 @@ private:
       std::move(h.handler())(asio::error_code(), event::ping);
       return;
     case rule::step::wait:
-      self.arm(std::move(h)); // touched since: the thresholds moved
+      // Touched since (the thresholds moved), past a range's minimum, or the factor rose.
+      self.arm(std::move(h), last, now);
       return;
     }
   }

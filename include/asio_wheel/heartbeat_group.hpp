@@ -12,17 +12,22 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/activity_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/detail/node_fifo.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
+#include <asio_wheel/timeout_scale.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/error.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/post.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -31,6 +36,37 @@
 #include <utility>
 
 namespace asio_wheel {
+
+// Design of the scaled thresholds (timeout_scale.hpp), after Envoy's scaled range timers
+// (envoy source/common/event/scaled_range_timer_manager_impl.{h,cc}).
+//
+// Each threshold is a range [min, max]; the threshold in force is min + f * (max - min) for
+// the context's factor f. A member first waits, in the group's wheel, for min since its last
+// touch: no factor can bring its event earlier. Once min has passed (with no touch since),
+// it joins the FIFO queue of that event (ping or drop: all members share the ranges, so one
+// queue each), keyed by the time it joined, which is last touch + min, raised to the key of
+// the queue's tail if that is later so that the keys never decrease. The head of a queue is
+// then its earliest: a queue is due at head key + f * (max - min), and the group's one wait
+// is armed for the earliest of the wheel's next expiry and the queues' heads. A change of f
+// moves two instants, not the members: the group re-arms its wait, on its own executor, and
+// a member already past its new threshold is taken in the next run. O(1) work per change, no
+// walk over the members.
+//
+// The queue's links are the wheel's (detail/node_fifo.hpp): a member is in the wheel or in
+// one queue, so the member stays 56 bytes. Lazy re-arm still applies: touch() does not move
+// a member; a member taken from a queue (or the wheel) that was touched since is filed again
+// from its new stamp, in the wheel if its new min is still ahead, else at the tail of the
+// queue.
+//
+// Keys raised to the tail's make a member's queue time later than its own min, never
+// earlier, so a member is never judged due early; it may be taken late by the disorder of
+// the joins, which is under a tick (members join in the order the wheel expires them, tick
+// by tick) except on a clock stepped back (late by up to the step, as everywhere else). And
+// every member is judged by its own stamp and the factor read at that moment before an
+// event is delivered (never early with respect to the threshold in force then).
+//
+// A group whose ranges are all fixed (min == max, plain durations) never uses the queues and
+// does not listen to the scale: it works, and costs, exactly as before ranges existed.
 
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
 /**
@@ -70,28 +106,47 @@ namespace asio_wheel {
  * the member it was given or the group itself. An exception it throws propagates out of the
  * context's run(); the group goes on.
  *
+ * @par Thresholds that shrink under load
+ * Either threshold may be a range, <tt>{min, max}</tt> (see timeout_range): the threshold in
+ * force is then <tt>min + ceil(f * (max - min))</tt>, where @c f is the factor of the
+ * context's timeout_scale (1 unless a server lowers it). Changing the factor (from any
+ * thread, at any time) re-judges every member by the new thresholds: a member already quiet
+ * for longer than its new threshold gets its event in the next turn of the group's executor
+ * (in runs of 4096 at most, as above), and never before that threshold; the others wait for
+ * theirs. The factor's change costs the group O(1) (one re-arm of its wait), whatever the
+ * number of members. A plain duration is a fixed range: a group with fixed thresholds does
+ * not read the factor at all.
+ * @code
+ * asio_wheel::heartbeat_group group(io, {.ping_after = {5s, 15s}, .drop_after = {10s, 60s}},
+ *                                   on_event);
+ * asio_wheel::timeout_scale::of(io).set(0.0);   // overload: ping after 5 s, drop after 10 s
+ * @endcode
+ *
  * @par Memory exhaustion
  * Arming the group's one wait can throw std::bad_alloc (from watch(), or out of run() after
  * a run of the handler). The group then has no wait until the next watch() arms it.
  *
  * @par Precision
- * Never reports a threshold before it has passed since the last touch(); late by at most
- * one millisecond (the group's wheel tick) plus the wheel timer's tick and the event
- * loop's latency.
+ * Never reports a threshold before it has passed since the last touch(), the threshold being
+ * the one in force at the factor read when the event is judged (just before it is
+ * delivered); late by at most one millisecond (the group's wheel tick) plus the wheel timer's
+ * tick and the event loop's latency, or after a change of the factor, by the delay of one
+ * posted handler.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
  * @e Shared @e objects: Unsafe. watch(), unwatch() and the destruction of a watched member
  * or of the group must happen on the group's executor (use a strand when several threads
- * run the context). member::touch() is safe from any thread at any time.
+ * run the context). member::touch() is safe from any thread at any time, and so is
+ * timeout_scale::set().
  *
  * @par Memory
- * 56 bytes per member (with std::chrono::steady_clock), embedded in the connection; the
- * group itself is about 12 KiB, whatever the number of members.
+ * 56 bytes per member (with std::chrono::steady_clock), embedded in the connection, ranges or
+ * not; the group itself is about 12 KiB, whatever the number of members.
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
-class basic_heartbeat_group {
+class basic_heartbeat_group : private detail::scale_listener {
   static_assert(std::is_integral_v<typename Clock::rep>,
                 "asio_wheel::heartbeat_group needs a clock with an integral representation");
 
@@ -104,6 +159,8 @@ public:
   using duration = typename Clock::duration;
   /// The time point type of the clock.
   using time_point = typename Clock::time_point;
+  /// A threshold: fixed (a duration), or a range that the context's timeout_scale scales.
+  using range = timeout_range<duration>;
 
   /// What the event handler is told.
   enum class event {
@@ -112,9 +169,15 @@ public:
   };
 
   /// The two thresholds, both measured from the member's last touch().
+  /**
+   * Each is a duration or a range <tt>{min, max}</tt>. Valid when 0 <= min <= max for each,
+   * and the ping comes first at every factor: ping_after.min < drop_after.min and
+   * ping_after.max < drop_after.max. A ping_after of zero (<tt>{0, 0}</tt>) means no ping;
+   * otherwise its minimum must be positive.
+   */
   struct options {
-    duration ping_after{}; ///< Zero: never ping.
-    duration drop_after{};
+    range ping_after{}; ///< Zero: never ping.
+    range drop_after{};
   };
 
   class member;
@@ -153,22 +216,26 @@ public:
   private:
     friend class basic_heartbeat_group;
 
+    // Where it waits, while watched: in the group's wheel (wheel_node's slot), or in one of
+    // the group's queues (node_fifo: the same links, the key in wheel_node's deadline).
     detail::activity_stamp<Clock> activity_;
     // The activity mark the last ping was reported for: one ping per quiet spell.
     time_point pinged_for_{time_point::min()};
-    // The group watching the member; non-null iff the member is linked in its wheel.
+    // The group watching the member; non-null iff the member is linked in its wheel or in
+    // one of its queues.
     basic_heartbeat_group* group_ = nullptr;
   };
 
   /// Constructor.
   /**
-   * @throws std::invalid_argument unless 0 <= ping_after < drop_after, or if @c on_event
-   * is empty.
+   * @throws std::invalid_argument if the options are not valid (see options), or if
+   * @c on_event is empty.
    */
   basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
-        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {
-    start_wheel();
+        ex_(timer_.get_executor()), scale_(tick_length(), clock_type::now()),
+        anchor_(std::make_shared<anchor>(anchor{this})) {
+    start();
   }
 
   /// Constructor.
@@ -178,8 +245,9 @@ public:
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
-        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {
-    start_wheel();
+        ex_(timer_.get_executor()), scale_(tick_length(), clock_type::now()),
+        anchor_(std::make_shared<anchor>(anchor{this})) {
+    start();
   }
 
   basic_heartbeat_group(const basic_heartbeat_group&) = delete;
@@ -187,8 +255,13 @@ public:
 
   /// Destructor: unwatches every member, without events.
   ~basic_heartbeat_group() {
+    // First: once it returns, no thread is in scale_changed() with this group.
+    this->unlisten();
     anchor_->group = nullptr;
-    wheel_.clear([](detail::wheel_node& node) { static_cast<member&>(node).group_ = nullptr; });
+    const auto forget = [](detail::wheel_node& node) { static_cast<member&>(node).group_ = nullptr; };
+    wheel_.clear(forget);
+    queue_[ping].clear(forget);
+    queue_[drop].clear(forget);
   }
 
   /// Get the executor associated with the object.
@@ -198,7 +271,9 @@ public:
   const options& get_options() const noexcept { return options_; }
 
   /// The number of members watched.
-  std::size_t size() const noexcept { return wheel_.size(); }
+  std::size_t size() const noexcept {
+    return wheel_.size() + queue_[ping].size() + queue_[drop].size();
+  }
 
   /// Starts watching @c m, or starts again if this group watches it already.
   /**
@@ -215,12 +290,13 @@ public:
           "unwatch it there first");
     const bool was_watched = m.group_ == this;
     if (was_watched)
-      wheel_.remove(m);
+      take_out(m);
     m.group_ = this;
     m.touch();
     m.pinged_for_ = time_point::min();
     try {
-      file(m, rule::next_threshold(options_, m.activity_.last(), m.pinged_for_));
+      // Just touched: its first threshold's minimum is ahead, so it waits in the wheel.
+      file(m, rule::next_threshold(minima_, m.activity_.last(), m.pinged_for_));
     } catch (...) {
       if (!was_watched) {
         wheel_.remove(m);
@@ -238,9 +314,9 @@ public:
   bool unwatch(member& m) noexcept {
     if (m.group_ != this)
       return false;
-    wheel_.remove(m);
+    take_out(m);
     m.group_ = nullptr;
-    if (wheel_.empty() && armed_for_) {
+    if (size() == 0 && armed_for_) {
       // Nothing left to watch: let the context's run() return, as after a timer's cancel().
       try {
         timer_.cancel();
@@ -256,22 +332,40 @@ private:
   using rule = detail::heartbeat_rule<time_point>;
   using tick_type = detail::tick_type;
 
+  // The thresholds at one factor, for the rule.
+  struct thresholds {
+    duration ping_after;
+    duration drop_after;
+  };
+
+  // The two queues of members past the minimum of their next threshold (see the design
+  // note at the top of this file), indexed by the event they wait for.
+  static constexpr std::size_t ping = 0;
+  static constexpr std::size_t drop = 1;
+
   // The group's wheel counts ticks of the context wheel's default length (1 ms), with a
   // boundary at its construction.
   static duration tick_length() noexcept {
     return detail::wheel_service<Clock, WaitTraits>::default_tick();
   }
 
-  // The wheel starts at the current time (it is empty: nothing expires).
-  void start_wheel() {
+  // The wheel starts at the current time (it is empty: nothing expires). A group with a
+  // range listens to its context's scale; one without never reads it.
+  void start() {
     wheel_.advance(scale_.floor(clock_type::now()), 0, [](detail::wheel_node&) {});
+    if (!options_.ping_after.is_fixed() || !options_.drop_after.is_fixed()) {
+      scale_source_ = &timeout_scale::of(ex_);
+      this->listen(*scale_source_);
+    }
   }
+
   // Members looked at per run of the group's wait handler at most (due or filed again).
   static constexpr std::size_t members_per_run = 4096;
 
   // What the group's wait refers to. The wait may have completed, its handler queued, when
   // the group is destroyed (by a handler of the same batch, say), so the handler cannot
-  // point at the group itself. Used on the group's executor only.
+  // point at the group itself. Used on the group's executor only (and copied, never
+  // changed, by scale_changed() on other threads).
   struct anchor {
     basic_heartbeat_group* group; // nullptr once the group is destroyed
   };
@@ -286,10 +380,34 @@ private:
     }
   };
 
+  // Posted by scale_changed(): the factor changed.
+  struct rescale_handler {
+    std::shared_ptr<anchor> to;
+    void operator()() const {
+      if (to->group != nullptr)
+        to->group->on_rescale();
+    }
+  };
+
   static options checked(const options& opts) {
-    if (opts.ping_after < duration::zero() || opts.drop_after <= opts.ping_after)
+    const range& p = opts.ping_after;
+    const range& d = opts.drop_after;
+    if (p.min < duration::zero() || d.min < duration::zero())
       throw std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
-                                  "drop_after (a zero ping_after means no ping)");
+                                  "drop_after (a zero ping_after means no ping); a threshold "
+                                  "is negative");
+    if (p.min > p.max || d.min > d.max)
+      throw std::invalid_argument("asio_wheel::heartbeat_group: a threshold range {min, max} "
+                                  "needs min <= max (a plain duration is {d, d})");
+    if (p.min == duration::zero() && p.max != duration::zero())
+      throw std::invalid_argument("asio_wheel::heartbeat_group: ping_after {0, max} would ping "
+                                  "at once under full pressure; its minimum must be positive "
+                                  "(or {0, 0}: no ping)");
+    if (d.min <= p.min || d.max <= p.max)
+      throw std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
+                                  "drop_after (a zero ping_after means no ping); for ranges, "
+                                  "both ping_after.min < drop_after.min and ping_after.max < "
+                                  "drop_after.max");
     return opts;
   }
 
@@ -297,6 +415,45 @@ private:
     if (!on_event)
       throw std::invalid_argument("asio_wheel::heartbeat_group: the event handler is empty");
     return on_event;
+  }
+
+  // The factor in force; 1 for a group that does not listen (its ranges are fixed).
+  double factor() const noexcept {
+    return scale_source_ != nullptr ? scale_source_->factor() : 1.0;
+  }
+
+  thresholds at(double f) const noexcept {
+    return {options_.ping_after.at(f), options_.drop_after.at(f)};
+  }
+
+  // Queue keys: time points of the clock, stored in a node's 64 bits.
+  static std::uint64_t key_of(const time_point& t) noexcept {
+    return static_cast<std::uint64_t>(t.time_since_epoch().count());
+  }
+  static time_point time_of_key(std::uint64_t key) noexcept {
+    return time_point(duration(static_cast<typename duration::rep>(key)));
+  }
+
+  const range& range_of(std::size_t q) const noexcept {
+    return q == ping ? options_.ping_after : options_.drop_after;
+  }
+
+  // When the head of queue `q` is due at factor f: its key plus the scaled part of its
+  // range. Precondition: not empty.
+  time_point head_due(std::size_t q, double f) const noexcept {
+    const range& r = range_of(q);
+    return detail::saturating_add(time_of_key(detail::node_fifo::key(queue_[q].front())),
+                                  r.at(f) - r.min);
+  }
+
+  // Unlinks a watched member from wherever it waits.
+  void take_out(member& m) noexcept {
+    if (queue_[ping].holds(m))
+      queue_[ping].remove(m);
+    else if (queue_[drop].holds(m))
+      queue_[drop].remove(m);
+    else
+      wheel_.remove(m);
   }
 
   // Files a watched member for `when`, arming the wait if it is now the earliest.
@@ -314,10 +471,20 @@ private:
       arm();
   }
 
-  // Arms the wait for the wheel's next expiry, unless it is armed for that or earlier (an
-  // early wake finds nothing due and arms again).
+  // Arms the wait for the earliest of the wheel's next expiry and the queues' heads, unless
+  // it is armed for that or earlier (an early wake finds nothing due and arms again).
   void arm() {
-    const std::optional<tick_type> next = wheel_.next_expiry();
+    std::optional<tick_type> next = wheel_.next_expiry();
+    if (scale_source_ != nullptr) {
+      const double f = factor();
+      for (std::size_t q : {ping, drop}) {
+        if (queue_[q].empty())
+          continue;
+        const tick_type t = scale_.ceil(head_due(q, f));
+        if (!next || t < *next)
+          next = t;
+      }
+    }
     if (!next || (armed_for_ && *armed_for_ <= *next))
       return;
     // Reset first: if arming throws, no wait is known to be armed, and the next arm() tries.
@@ -327,10 +494,38 @@ private:
     armed_for_ = *next;
   }
 
+  // On the thread that calls timeout_scale::set(), with the scale's lock held: hands the
+  // news to the group's executor, once however many changes come before it runs.
+  void scale_changed() override {
+    if (rescale_posted_.exchange(true, std::memory_order_acq_rel))
+      return;
+    try {
+      asio::post(ex_, rescale_handler{anchor_});
+    } catch (...) {
+      rescale_posted_.store(false, std::memory_order_release);
+      throw;
+    }
+  }
+
+  // The factor changed: the members now past their thresholds get their events in this run
+  // (bounded as any run), and the wait is re-armed for the queues' new heads. Inside a run
+  // (an event handler that runs the context), nothing: the run re-arms when it ends.
+  void on_rescale() {
+    // Before the factor is read: a change after this posts again.
+    rescale_posted_.store(false, std::memory_order_release);
+    if (!delivering_)
+      run();
+  }
+
   void on_wake() {
+    armed_for_.reset();
+    run();
+  }
+
+  // Delivers what is due, then arms the wait for what is next.
+  void run() {
     // The event handler may destroy the group: `still` tells, and outlives it.
     const std::shared_ptr<anchor> still = anchor_;
-    armed_for_.reset();
     delivering_ = true;
     try {
       deliver(*still);
@@ -347,10 +542,50 @@ private:
     }
   }
 
-  // Files a member taken from the wheel at `now_tick` for a threshold later than now: past
-  // now_tick, so that deliver() cannot meet it again (the wheel's time is at most now_tick).
-  void refile(member& m, const time_point& when, tick_type now_tick) noexcept {
-    wheel_.insert(m, std::max(scale_.ceil(when), now_tick + 1));
+  // Files a member taken at `now` (the wheel at `now_tick`) for the next threshold of its
+  // spell: in the wheel while that threshold's minimum is ahead (or for a fixed threshold),
+  // past now_tick so that deliver() cannot meet it again; else at the tail of that
+  // threshold's queue.
+  void place(member& m, const thresholds& th, const time_point& last, const time_point& now,
+             tick_type now_tick) noexcept {
+    const std::size_t q = rule::may_ping(th, last, m.pinged_for_) ? ping : drop;
+    const range& r = range_of(q);
+    const time_point min_at = detail::saturating_add(last, r.min);
+    if (r.is_fixed() || now < min_at) {
+      wheel_.insert(m, std::max(scale_.ceil(min_at), now_tick + 1));
+      return;
+    }
+    detail::node_fifo& fifo = queue_[q];
+    // Keys never decrease along a queue, so that its head is its earliest: a later key is
+    // a later look, never an early one.
+    const time_point key =
+        fifo.empty() ? min_at : std::max(min_at, time_of_key(detail::node_fifo::key(fifo.back())));
+    fifo.push_back(m, key_of(key));
+  }
+
+  // The member to look at next, in the order of the instants they are due at: the wheel's
+  // due members and the heads of the queues due by `now`. nullptr when none is due.
+  member* take_due(const time_point& now, tick_type now_tick) {
+    std::size_t q = 2; // none
+    time_point q_due{};
+    if (scale_source_ != nullptr) {
+      const double f = factor();
+      for (std::size_t c : {ping, drop}) {
+        if (queue_[c].empty())
+          continue;
+        const time_point t = head_due(c, f);
+        if (t <= now && (q == 2 || t < q_due)) {
+          q = c;
+          q_due = t;
+        }
+      }
+    }
+    member* due = nullptr;
+    wheel_.advance(q == 2 ? now_tick : std::min(now_tick, scale_.ceil(q_due)), 1,
+                   [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+    if (due == nullptr && q != 2)
+      due = &static_cast<member&>(queue_[q].pop_front());
+    return due;
   }
 
   // Takes the due members one at a time, so that the event handler runs outside the wheel's
@@ -363,21 +598,23 @@ private:
     if constexpr (!Clock::is_steady)
       wheel_.rewind(now_tick);
     for (std::size_t taken = 0; taken < members_per_run; ++taken) {
-      member* due = nullptr;
-      wheel_.advance(now_tick, 1,
-                     [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+      member* due = take_due(now, now_tick);
       if (due == nullptr)
         return;
       member& m = *due;
       const time_point last = m.activity_.last();
-      switch (rule::due(options_, last, m.pinged_for_, now)) {
+      // The factor in force now, read for each member: the threshold it is judged by is the
+      // one in force when its event is delivered.
+      const thresholds th = at(factor());
+      switch (rule::due(th, last, m.pinged_for_, now)) {
       case rule::step::wait:
-        // Touched since it was filed: the thresholds moved, and are later than now.
-        refile(m, rule::next_threshold(options_, last, m.pinged_for_), now_tick);
+        // Touched since it was filed (the thresholds moved, and are later than now), or the
+        // factor went up: filed again from its stamp.
+        place(m, th, last, now, now_tick);
         continue;
       case rule::step::ping:
         m.pinged_for_ = last;
-        refile(m, rule::next_threshold(options_, last, last), now_tick);
+        place(m, th, last, now, now_tick);
         on_event_(m, event::ping);
         break;
       case rule::step::drop:
@@ -391,19 +628,33 @@ private:
   }
 
   options options_;
+  // The thresholds at factor 0: where every spell's first wait ends.
+  thresholds minima_{options_.ping_after.min, options_.drop_after.min};
   event_handler on_event_;
-  // Every watched member, filed at the tick of its next threshold (or earlier, when it was
-  // touched since: it is filed again then), in the ticks of scale_.
+  // Every watched member waits here until the minimum of its next threshold (or, when that
+  // is fixed, the threshold itself) has passed since its last touch, filed at that tick (or
+  // earlier, when it was touched since: it is filed again then), in the ticks of scale_.
   detail::timing_wheel wheel_;
+  // Members past the minimum of their next threshold, by event, first in first out: see the
+  // design note. Empty while the thresholds are fixed.
+  detail::node_fifo queue_[2] = {detail::node_fifo(detail::node_fifo::first_id),
+                                 detail::node_fifo(detail::node_fifo::first_id + 1)};
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
+  // The timer's executor, copied once: scale_changed() posts to it from other threads.
+  const executor_type ex_;
   detail::tick_scale<Clock> scale_;
+  // The context's scale factor, if a threshold is a range; nullptr, and never read, if not.
+  timeout_scale* scale_source_ = nullptr;
   // The tick the wait is armed for; empty while no wait is pending (or one was cancelled).
-  // Invariant: empty, or no later than the wheel's next expiry.
+  // Invariant: empty, or no later than the wheel's next expiry and the queues' heads at the
+  // factor last read (a later factor only makes the wait early).
   std::optional<tick_type> armed_for_;
   // Shared with the pending wait's handler; see anchor.
   std::shared_ptr<anchor> anchor_;
   // True while the wait handler delivers events: it arms the wait when it is done.
   bool delivering_ = false;
+  // A rescale_handler is posted and has not started: set() need not post another.
+  std::atomic<bool> rescale_posted_{false};
 };
 
 /// A heartbeat group on std::chrono::steady_clock.

@@ -10,6 +10,7 @@
 #define ASIO_WHEEL_IDLE_TIMER_HPP
 
 #include <asio_wheel/detail/activity_timer.hpp>
+#include <asio_wheel/timeout_scale.hpp>
 
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
@@ -29,15 +30,29 @@ namespace asio_wheel {
  * touch() came since, the wait re-arms itself for the remainder, lazily: a connection that
  * is busy costs one wheel re-arm per timeout period, not one per read.
  *
+ * @par Timeouts that shrink under load
+ * The timeout may be a range, <tt>{min, max}</tt> (see timeout_range): the timeout in force
+ * is then <tt>min + ceil(f * (max - min))</tt>, where @c f is the factor of the context's
+ * timeout_scale (1 unless the server lowers it). When the factor changes (from any thread,
+ * at any time), a pending wait is judged by the new timeout from then on: one idle for
+ * longer than it completes in the next turn of its executor or so, never before it; the
+ * others wait for it. Envoy's scaled range timers: the timer waits on its own for @c min,
+ * then in its context's queue for its range (one wheel wait per distinct <tt>max -
+ * min</tt>, however many timers), so a change of the factor costs one re-arm per distinct
+ * range, not one per timer. A plain duration is a fixed timeout, which no factor changes.
+ *
  * @par Precision
  * Never completes before @c timeout has elapsed since the last touch(), as read from the
- * clock (touches from several threads keep the latest reading); late by at most one wheel
- * tick plus the event loop's latency. On a clock that is not steady and was stepped back,
- * the timeout counts from the latest reading before the step until the clock passes it.
+ * clock (touches from several threads keep the latest reading), @c timeout being, for a
+ * range, the one at the factor read when the wait completes; late by at most one wheel tick
+ * plus the event loop's latency (after a change of the factor, plus the delay of one posted
+ * handler). On a clock that is not steady and was stepped back, the timeout counts from the
+ * latest reading before the step until the clock passes it.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
- * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
+ * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time (and
+ * timeout_scale::set()).
  *
  * @par Lifetime
  * As with Asio's composed operations, the object must outlive a wait that has not been
@@ -47,12 +62,20 @@ namespace asio_wheel {
  * whose deadline has passed may have its completion queued already, and that one still
  * reads the object.
  *
+ * @par Memory
+ * 192 bytes with std::chrono::steady_clock (a timer with a small handler allocates nothing
+ * per wait, range or not); the first range in a context creates its queue service.
+ *
  * @par Example
  * @code
  * asio_wheel::idle_timer idle(socket.get_executor(), 30s);
  * idle.async_wait([&](asio::error_code ec) { if (!ec) socket.close(); });
  * // on every read:
  * idle.touch();
+ *
+ * // 60 s normally, down to 5 s when the server sets the factor of its context to 0:
+ * asio_wheel::idle_timer shrinking(socket.get_executor(), {5s, 60s});
+ * asio_wheel::timeout_scale::of(socket.get_executor()).set(0.0);
  * @endcode
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
@@ -63,42 +86,61 @@ class basic_idle_timer : public detail::activity_timer<Clock, WaitTraits, Execut
 public:
   using typename base::duration;
   using typename base::executor_type;
+  using typename base::range;
   using typename base::time_point;
   using clock_type = Clock;
 
   /// Constructor. Construction counts as activity.
   /**
-   * @throws std::invalid_argument if @c timeout is not positive.
+   * @param timeout A duration, or a range <tt>{min, max}</tt> scaled by the context's
+   * timeout_scale.
+   *
+   * @throws std::invalid_argument unless 0 < min <= max (for a duration: unless positive).
    */
-  basic_idle_timer(const executor_type& ex, const duration& timeout)
-      : base(ex), timeout_(checked(timeout)) {}
+  basic_idle_timer(const executor_type& ex, const range& timeout)
+      : base(ex), timeout_(checked(timeout)) {
+    this->use_range(timeout_);
+  }
 
   /// Constructor. Construction counts as activity.
   template <typename ExecutionContext>
   basic_idle_timer(
-      ExecutionContext& context, const duration& timeout,
+      ExecutionContext& context, const range& timeout,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : base(context), timeout_(checked(timeout)) {}
+      : base(context), timeout_(checked(timeout)) {
+    this->use_range(timeout_);
+  }
 
-  /// The idle timeout.
-  duration timeout() const noexcept { return timeout_; }
+  /// The idle timeout in force: the fixed timeout, or for a range, the timeout at the
+  /// context's factor now.
+  duration timeout() const noexcept { return timeout_.at(this->factor()); }
+
+  /// The idle timeout as given: a range (<tt>min == max</tt> for a fixed timeout).
+  const range& get_timeout() const noexcept { return timeout_; }
 
   /// Changes the idle timeout; a pending wait follows the new value without being aborted.
   /**
-   * @throws std::invalid_argument if @c timeout is not positive.
+   * @throws std::invalid_argument unless 0 < min <= max (for a duration: unless positive);
+   * the timer then keeps its timeout and its wait.
    */
-  void set_timeout(const duration& timeout) {
-    timeout_ = checked(timeout);
-    detail::timer_access::retarget(this->timer_, this->activity_.after(timeout_));
+  void set_timeout(const range& timeout) {
+    const range checked_timeout = checked(timeout);
+    this->use_range(checked_timeout);
+    this->leave_queue();
+    timeout_ = checked_timeout;
+    // To its minimum: a wait past it completes, and on_wait() judges it (and parks it) by
+    // the new range.
+    detail::timer_access::retarget(this->timer_, this->activity_.after(timeout_.min));
   }
 
   /// Waits until the connection has been idle for the timeout.
   /**
    * @par Completion Signature
    * @code void(asio::error_code) @endcode
-   * Success once @c timeout has elapsed since the last touch();
-   * asio::error::operation_aborted on cancel() or destruction.
+   * Success once @c timeout (for a range, the one in force at the context's factor) has
+   * elapsed since the last touch(); asio::error::operation_aborted on cancel() or
+   * destruction.
    *
    * @par Per-Operation Cancellation
    * terminal, partial and total cancellation abort the wait.
@@ -114,17 +156,23 @@ private:
   template <typename, typename>
   friend class detail::rearming_handler;
 
-  static duration checked(const duration& timeout) {
-    if (timeout <= duration::zero())
-      throw std::invalid_argument("asio_wheel::idle_timer: the timeout must be positive");
+  static range checked(const range& timeout) {
+    if (timeout.min <= duration::zero())
+      throw std::invalid_argument("asio_wheel::idle_timer: the timeout must be positive (for "
+                                  "a range {min, max}: its minimum)");
+    if (timeout.min > timeout.max)
+      throw std::invalid_argument("asio_wheel::idle_timer: a timeout range {min, max} needs "
+                                  "min <= max (a plain duration is {d, d})");
     return timeout;
   }
 
   // The first round always goes through the timer, so the handler is never called from
-  // inside async_wait().
+  // inside async_wait(). A wait aborted by its cancellation slot may have left the timer in
+  // its queue.
   template <typename Handler>
   void start(detail::rearming_handler<basic_idle_timer, Handler>&& h) {
-    this->wait_until(this->activity_.after(timeout_), std::move(h));
+    this->leave_queue();
+    this->wait_for(timeout_, this->activity_.last(), std::move(h));
   }
 
   // The timer's wait completed. Touched since it was armed: wait for the rest.
@@ -133,16 +181,18 @@ private:
                       const asio::error_code& ec) {
     if (!ec) {
       basic_idle_timer& self = h.owner();
-      const time_point deadline = self.activity_.after(self.timeout_);
-      if (clock_type::now() < deadline) {
-        self.wait_until(deadline, std::move(h));
+      self.leave_queue();
+      const time_point now = clock_type::now();
+      const time_point last = self.activity_.last();
+      if (now < detail::saturating_add(last, self.timeout_.at(self.factor()))) {
+        self.wait_for(self.timeout_, last, std::move(h), now);
         return;
       }
     }
     std::move(h.handler())(ec);
   }
 
-  duration timeout_;
+  range timeout_;
 };
 
 /// An idle timer on std::chrono::steady_clock.

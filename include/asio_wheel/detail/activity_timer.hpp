@@ -11,15 +11,21 @@
 
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/detail/scaled_queue.hpp>
+#include <asio_wheel/detail/timing_wheel.hpp>
+#include <asio_wheel/timeout_scale.hpp>
 
 #include <asio/associator.hpp>
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
+#include <asio/execution/context.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/query.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -98,8 +104,20 @@ private:
 
 // What idle_timer and heartbeat share: a wheel timer re-armed lazily, and the mark of the
 // last activity that decides when it is really due.
+//
+// Timeouts that are ranges (timeout_range, scaled by the context's timeout_scale) wait in
+// two stages (see detail/scaled_queue.hpp): on the timer's own wait until the range's
+// minimum has passed since the last activity, then parked (the same wait, moved to the
+// maximum) in the context's queue for the range's span, which wakes it when the timeout at
+// the factor in force has passed. The wheel_node base is the timer's link in that queue;
+// queues_ is null, and no queue is ever touched, while every timeout the timer was given is
+// fixed: such a timer costs what it did before ranges existed (touch() is unchanged in every
+// case: it never reads the factor).
 template <typename Clock, typename WaitTraits, typename Executor>
-class activity_timer {
+class activity_timer : private wheel_node {
+  using queue_service = scaled_queue_service<activity_timer, Clock, WaitTraits, Executor>;
+  friend queue_service;
+
 public:
   /// The type of the executor associated with the object.
   using executor_type = Executor;
@@ -109,6 +127,11 @@ public:
   using duration = typename Clock::duration;
   /// The time point type of the clock.
   using time_point = typename Clock::time_point;
+  /// A timeout: fixed (a duration), or a range that the context's timeout_scale scales.
+  using range = timeout_range<duration>;
+
+  activity_timer(const activity_timer&) = delete;
+  activity_timer& operator=(const activity_timer&) = delete;
 
   /// Get the executor associated with the object.
   executor_type get_executor() noexcept { return timer_.get_executor(); }
@@ -125,7 +148,10 @@ public:
   /**
    * @return The number of waits cancelled.
    */
-  std::size_t cancel() { return timer_.cancel(); }
+  std::size_t cancel() {
+    leave_queue();
+    return timer_.cancel();
+  }
 
 protected:
   // Construction counts as activity.
@@ -135,13 +161,54 @@ protected:
                                            ExecutionContext&, asio::execution_context&>>>
   explicit activity_timer(ExecutionContext& context) : timer_(context) {}
 
-  ~activity_timer() = default;
+  // No queue may refer to the timer once it is gone.
+  ~activity_timer() { leave_queue(); }
+
+  // Called with every timeout the owner is given, before it is stored: a range that is not
+  // fixed joins the timer to its context's queue service (created on first use; may throw).
+  void use_range(const range& r) {
+    if (queues_ == nullptr && !r.is_fixed())
+      queues_ = &asio::use_service<queue_service>(
+          asio::query(timer_.get_executor(), asio::execution::context));
+  }
+
+  // The factor in force; 1 for a timer whose timeouts are all fixed (not read then).
+  double factor() const noexcept { return queues_ != nullptr ? queues_->factor() : 1.0; }
+
+  // Out of its queue, if in one: before the owner touches timer_ or completes.
+  void leave_queue() noexcept {
+    if (queues_ != nullptr)
+      queues_->leave(*this);
+  }
 
   // Starts (or continues) a wait until `deadline`; the owner's on_wait() gets `h` back.
   template <typename Owner, typename Handler>
   void wait_until(const time_point& deadline, rearming_handler<Owner, Handler>&& h) {
     timer_.expires_at(deadline);
     timer_.async_wait(std::move(h));
+  }
+
+  // Waits for the timeout `r` of the quiet spell that began at `last`, as read at `now`
+  // (only read for a range): until its minimum while that is ahead (the whole timeout, if it
+  // is fixed); parked in the span's queue until the timeout at the factor in force; or, if
+  // that has passed, through the timer at once. Precondition: not in a queue.
+  template <typename Owner, typename Handler>
+  void wait_for(const range& r, const time_point& last, rearming_handler<Owner, Handler>&& h,
+                std::optional<time_point> now = std::nullopt) {
+    const time_point min_at = saturating_add(last, r.min);
+    if (queues_ == nullptr || r.is_fixed()) {
+      wait_until(min_at, std::move(h));
+      return;
+    }
+    if (!now)
+      now = Clock::now();
+    const time_point due = saturating_add(last, r.at(factor()));
+    if (*now < min_at || *now >= due) {
+      wait_until(*now < min_at ? min_at : due, std::move(h));
+      return;
+    }
+    queues_->park(*this, r, min_at, timer_.get_executor(),
+                  [&] { wait_until(saturating_add(last, r.max), std::move(h)); });
   }
 
   // The initiation of an owner's asynchronous operation: wraps the handler once, and starts
@@ -165,6 +232,14 @@ protected:
 
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   activity_stamp<Clock> activity_;
+
+private:
+  // A queue woke the timer (with the queue service's lock held): its parked wait completes
+  // now, and on_wait() judges it.
+  static void wake(activity_timer& t, const time_point& now) { timer_access::retarget(t.timer_, now); }
+
+  // The context's queue service, once the timer has been given a range; else null.
+  queue_service* queues_ = nullptr;
 };
 
 } // namespace asio_wheel::detail

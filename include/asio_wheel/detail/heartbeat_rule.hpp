@@ -55,7 +55,7 @@ struct heartbeat_rule {
     return step::wait;
   }
 
-private:
+  // Whether the next event of the spell that began at `last` is its ping (else its drop).
   template <typename Options>
   static bool may_ping(const Options& o, const TimePoint& last,
                        const TimePoint& pinged_for) noexcept {

@@ -86,6 +86,8 @@ namespace asio_wheel::detail {
 
 using tick_type = std::uint64_t;
 
+class node_fifo;
+
 // An entry of the wheel, embedded in (or a base of) the caller's object.
 class wheel_node {
 public:
@@ -102,6 +104,8 @@ public:
 
 private:
   friend class timing_wheel;
+  // A node waits in a wheel or in a node_fifo (detail/node_fifo.hpp), through the same links.
+  friend class node_fifo;
 
   static constexpr std::uint16_t unlinked = 0xffff;
 

@@ -1,0 +1,280 @@
+//
+// detail/scaled_queue.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_SCALED_QUEUE_HPP
+#define ASIO_WHEEL_DETAIL_SCALED_QUEUE_HPP
+
+// The scaled timeouts of idle_timer and heartbeat: Envoy's scaled range timers
+// (envoy source/common/event/scaled_range_timer_manager_impl.{h,cc}) on the wheel.
+//
+// A timer whose timeout is a range [min, max] first waits for min since its last touch, on
+// its own wheel wait (no factor can make it earlier). Once min has passed with no touch
+// since, its wait is "parked" for max since the last touch (the latest it may have to wait,
+// at factor 1), and the timer joins the FIFO queue of its span (max - min) in its context,
+// keyed by last touch + min (raised to the tail's key if that is later, so that keys never
+// decrease and the head is the earliest). Each queue has one wheel wait of its own, armed
+// for head key + ceil(f * span). When it fires, the timers at the head that are due are
+// woken: their parked wait is moved to now (timer_access::retarget), so it completes on
+// its own executor, where the timer judges itself again from its stamp and the factor (and
+// completes, or waits again: lazy re-arm). A change of the factor re-arms one wait per
+// queue: O(distinct spans), however many timers wait.
+//
+// One queue service per context and timer type (clock, wait traits, executor), created by
+// the first timer with a range. Its queues, their waits and the links of the timers in them
+// are guarded by one mutex, which is what lets a queue's handler, on any thread of the
+// context, retarget the wait of a timer whose owner runs elsewhere: the owner touches its
+// wheel timer either while not in a queue (no handler can reach it then) or with the mutex
+// held (park()). The lock is taken once per idle period of a timer (when it parks and when
+// its wait completes), never by touch().
+//
+// The parked wait makes the queue a shortcut, not a dependency: a timer whose queue could
+// not be armed (memory exhaustion), or that could not get a queue at all (more distinct
+// spans than max_queues), still completes at its max: late under pressure, never early.
+//
+// Lock order: this mutex, then the wheel service's (timer operations under it). The mutex
+// is recursive because a handler destroyed inside a timer operation (a wait that could not
+// be started) may own a timer of the same service, whose destructor leaves its queue.
+
+#include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/detail/node_fifo.hpp>
+#include <asio_wheel/timeout_scale.hpp>
+
+#include <asio/error.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/post.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace asio_wheel::detail {
+
+// Waiter: the timer type, which derives from wheel_node (its queue link), makes this class a
+// friend, and has a static `wake(Waiter&, const time_point& now)` that moves its pending
+// wait to now.
+template <typename Waiter, typename Clock, typename WaitTraits, typename Executor>
+class scaled_queue_service : public asio::execution_context::service, private scale_listener {
+public:
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+  using range = timeout_range<duration>;
+
+  inline static asio::execution_context::id id;
+
+  // Distinct spans that get a queue; a timer with another one is only parked (see above).
+  static constexpr std::size_t max_queues = 256;
+  // Timers woken per run of a queue's handler at most, as the wheel's budgets: a burst does
+  // not starve the context's other handlers.
+  static constexpr std::size_t waiters_per_run = 4096;
+
+  explicit scaled_queue_service(asio::execution_context& context)
+      : asio::execution_context::service(context), scale_(timeout_scale::of(context)) {}
+
+  scaled_queue_service(const scaled_queue_service&) = delete;
+  scaled_queue_service& operator=(const scaled_queue_service&) = delete;
+
+  ~scaled_queue_service() override { this->unlisten(); }
+
+  double factor() const noexcept { return scale_.factor(); }
+
+  // The owner's wait has passed `min_at` (its last touch + r.min) and its timeout at the
+  // factor in force is still ahead: `arm_parked()` starts the owner's wait for its max
+  // (with the lock held, so that no queue handler sees the timer linked without it), then
+  // the timer joins its span's queue. Precondition: `w` is not in a queue. If arm_parked()
+  // throws, nothing changed. `ex` is the owner's executor; the first one is the queues'.
+  template <typename ArmParked>
+  void park(Waiter& w, const range& r, const time_point& min_at, const Executor& ex,
+            ArmParked&& arm_parked) {
+    std::lock_guard lock(mutex_);
+    queue* q = nullptr;
+    if (!shut_) {
+      try {
+        q = find_or_create(r.max - r.min, ex);
+      } catch (...) {
+        q = nullptr; // no memory for a queue: parked only, late under pressure
+      }
+    }
+    std::forward<ArmParked>(arm_parked)();
+    if (q == nullptr)
+      return;
+    node_fifo& fifo = q->fifo;
+    const time_point at = fifo.empty() ? min_at : std::max(min_at, key_time(fifo.back()));
+    fifo.push_back(w, key_of(at));
+    if (fifo.size() == 1) {
+      try {
+        arm(*q);
+      } catch (...) {
+        // Parked: it completes at its max at the latest; the next park or change retries.
+      }
+    }
+  }
+
+  // Takes `w` out of its queue, if it is in one. Noexcept: from destructors.
+  void leave(Waiter& w) noexcept {
+    std::lock_guard lock(mutex_);
+    const std::uint16_t fifo_id = node_fifo::id_of(w);
+    if (fifo_id != 0)
+      queues_[fifo_id - node_fifo::first_id]->fifo.remove(w);
+  }
+
+private:
+  struct queue {
+    queue(std::uint16_t id, duration s, const Executor& ex) : fifo(id), span(s), timer(ex) {}
+    node_fifo fifo;
+    duration span;
+    basic_wheel_timer<Clock, WaitTraits, Executor> timer;
+    // When the wait is armed for; empty while none is (or it was cancelled).
+    std::optional<time_point> armed_at;
+  };
+
+  // The wait handler of a queue: two pointers, so it lives in the wheel timer.
+  struct wake_handler {
+    scaled_queue_service* service;
+    std::size_t index;
+    void operator()(const asio::error_code& ec) const {
+      if (!ec)
+        service->on_wake(index);
+    }
+  };
+
+  struct rescale_handler {
+    scaled_queue_service* service;
+    void operator()() const { service->on_rescale(); }
+  };
+
+  static std::uint64_t key_of(const time_point& t) noexcept {
+    return static_cast<std::uint64_t>(t.time_since_epoch().count());
+  }
+  static time_point key_time(const wheel_node& n) noexcept {
+    return time_point(duration(static_cast<typename duration::rep>(node_fifo::key(n))));
+  }
+
+  // When the head of `q` is due at factor f. Precondition: not empty.
+  static time_point head_due(const queue& q, double f) noexcept {
+    return saturating_add(key_time(q.fifo.front()), range(duration::zero(), q.span).at(f));
+  }
+
+  queue* find_or_create(duration span, const Executor& ex) {
+    for (auto& q : queues_)
+      if (q->span == span)
+        return q.get();
+    if (queues_.size() == max_queues)
+      return nullptr;
+    if (!ex_) {
+      ex_.emplace(ex);
+      // Listens once it has an executor to post to.
+      this->listen(scale_);
+    }
+    queues_.reserve(queues_.size() + 1);
+    queues_.push_back(std::make_unique<queue>(
+        static_cast<std::uint16_t>(node_fifo::first_id + queues_.size()), span, *ex_));
+    return queues_.back().get();
+  }
+
+  // Arms q's wait for its head at the factor in force, unless armed for that or earlier.
+  void arm(queue& q) {
+    if (q.fifo.empty())
+      return;
+    const time_point due = head_due(q, factor());
+    if (q.armed_at && *q.armed_at <= due)
+      return;
+    q.armed_at.reset();
+    q.timer.expires_at(due);
+    q.timer.async_wait(wake_handler{this, static_cast<std::size_t>(q.fifo.id() - node_fifo::first_id)});
+    q.armed_at = due;
+  }
+
+  // Wakes the due timers at the head of q (at most waiters_per_run), then arms for the next.
+  void process(queue& q) {
+    const time_point now = Clock::now();
+    const double f = factor();
+    for (std::size_t n = 0; n < waiters_per_run && !q.fifo.empty(); ++n) {
+      if (head_due(q, f) > now)
+        break;
+      Waiter& w = static_cast<Waiter&>(q.fifo.pop_front());
+      try {
+        Waiter::wake(w, now);
+      } catch (...) {
+        // No memory to move its wait: it stays first, for the next run.
+        q.fifo.push_front(w, key_of(key_time(w)));
+        q.armed_at.reset();
+        arm(q);
+        throw;
+      }
+    }
+    arm(q);
+  }
+
+  void on_wake(std::size_t index) {
+    std::lock_guard lock(mutex_);
+    if (shut_)
+      return;
+    queue& q = *queues_[index];
+    q.armed_at.reset();
+    process(q);
+  }
+
+  // On the setter's thread, under the scale's lock: one post, however many changes.
+  void scale_changed() override {
+    if (rescale_posted_.exchange(true, std::memory_order_acq_rel))
+      return;
+    try {
+      asio::post(*ex_, rescale_handler{this});
+    } catch (...) {
+      rescale_posted_.store(false, std::memory_order_release);
+      throw;
+    }
+  }
+
+  // Each queue's wait moves to its head at the new factor: O(queues). Those due now are
+  // woken in this run.
+  void on_rescale() {
+    rescale_posted_.store(false, std::memory_order_release);
+    std::lock_guard lock(mutex_);
+    if (shut_)
+      return;
+    for (auto& q : queues_) {
+      if (q->fifo.empty())
+        continue;
+      // Re-armed whatever the direction: a higher factor would otherwise wake it early.
+      q->armed_at.reset();
+      process(*q);
+    }
+  }
+
+  void shutdown() override {
+    this->unlisten();
+    std::lock_guard lock(mutex_);
+    shut_ = true;
+    // The timers still in the queues keep their parked waits, which the wheel service
+    // destroys at its own shutdown; their destructors find them out of any queue.
+    for (auto& q : queues_)
+      q->fifo.clear([](wheel_node&) {});
+    queues_.clear();
+  }
+
+  timeout_scale& scale_;
+  std::recursive_mutex mutex_;
+  // The executor of the queues' waits and of rescale handlers: the first parked timer's.
+  std::optional<Executor> ex_;
+  // Indexed by node_fifo id - first_id; never shrinks before shutdown (there are few).
+  std::vector<std::unique_ptr<queue>> queues_;
+  bool shut_ = false;
+  std::atomic<bool> rescale_posted_{false};
+};
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_SCALED_QUEUE_HPP
