@@ -16,8 +16,16 @@
 //
 // Timing as in idle_timer_test.cpp: lower bounds are times taken before the touch or watch
 // they refer to, so never-early checks are exact; upper bounds are generous (kPrompt).
+//
+// Thresholds that are ranges, scaled by the context's timeout_scale (issue 17), on a frozen
+// manual_clock, so that every threshold is exact and every "not yet" certain: a factor
+// lowered while members wait drops those past their new threshold in the next turn, never
+// those before it; up and down repeatedly; pings; a member touched while it waits in a queue
+// is filed again from its stamp; one run looks at 4096 members at most; a group destroyed
+// with a change pending; fixed thresholds never create the scale; invalid ranges.
 
 #include <asio_wheel/heartbeat_group.hpp>
+#include <asio_wheel/timeout_scale.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/io_context.hpp>
@@ -27,6 +35,8 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "frozen_run.hpp"
+#include "manual_clock.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +45,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -479,4 +490,294 @@ TEST_CASE("heartbeat_group: destroyed by a handler of the batch that completed i
   CHECK(rec.events.empty());
   CHECK_FALSE(c.is_watched());
   CHECK_PROMPT(r);
+}
+
+// =======================================================================================
+// Scaled thresholds (issue 17), on a frozen clock
+// =======================================================================================
+
+namespace {
+
+// A steady clock of its own per test case (its state is static), frozen by each test.
+template <typename Tag>
+using frozen_clock = manual_clock<Tag, std::chrono::nanoseconds, true>;
+
+constexpr auto kStillScaled = 20ms; // real time a frozen clock is left standing
+const std::chrono::nanoseconds kT0 = 1h;
+
+// What a group on a frozen clock delivered: who, which event, the clock and the factor then.
+template <typename Clock>
+struct scaled_log {
+  using group = asio_wheel::basic_heartbeat_group<Clock>;
+  struct entry {
+    const typename group::member* who;
+    typename group::event ev;
+    typename Clock::time_point at;
+    double factor;
+  };
+  asio_wheel::timeout_scale* scale = nullptr;
+  std::vector<entry> events;
+
+  typename group::event_handler handler() {
+    return [this](typename group::member& m, typename group::event ev) {
+      events.push_back({&m, ev, Clock::now(), scale->factor()});
+    };
+  }
+  std::size_t count(const typename group::member& m, typename group::event ev) const {
+    return static_cast<std::size_t>(std::count_if(
+        events.begin(), events.end(), [&](const entry& e) { return e.who == &m && e.ev == ev; }));
+  }
+};
+
+} // namespace
+
+TEST_CASE("heartbeat_group: ranges: a lowered factor drops the members past their new "
+          "threshold in the next turn, and no other") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using group_t = asio_wheel::basic_heartbeat_group<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  scaled_log<clock> log;
+  log.scale = &asio_wheel::timeout_scale::of(ioc);
+  group_t group(ioc, {.drop_after = {10ms, 110ms}}, log.handler());
+  group_t::member a, b;
+  group.watch(a); // quiet since t0
+  clock::set(t0 + 20ms);
+  group.watch(b); // quiet since t0 + 20 ms
+  clock::set(t0 + 60ms);
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.empty()); // threshold 110 ms at factor 1
+  CHECK(group.size() == 2);
+
+  // 10 + 50 = 60 ms: a has been quiet exactly that long, b 40 ms.
+  log.scale->set(0.5);
+  CHECK(log.events.empty()); // set() delivers nothing on the caller's thread
+  next_turn(ioc);
+  REQUIRE(log.events.size() == 1);
+  CHECK(log.events[0].who == &a);
+  CHECK(log.events[0].at == t0 + 60ms);
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.size() == 1);
+
+  // Back up: b (quiet 59 ms at t0 + 79) is not past 110 ms; down to 0.4 (50 ms), it is.
+  log.scale->set(1.0);
+  clock::set(t0 + 79ms);
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.size() == 1);
+  log.scale->set(0.4);
+  next_turn(ioc);
+  REQUIRE(log.events.size() == 2);
+  CHECK(log.events[1].who == &b);
+  CHECK(log.events[1].at - (t0 + 20ms) >= 50ms);
+  CHECK(group.size() == 0);
+}
+
+TEST_CASE("heartbeat_group: ranges: the factor changed up and down while members wait: each "
+          "drop at its threshold in force, never before, none missed") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using group_t = asio_wheel::basic_heartbeat_group<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  scaled_log<clock> log;
+  log.scale = &asio_wheel::timeout_scale::of(ioc);
+  const group_t::range drop{5ms, 405ms};
+  group_t group(ioc, {.drop_after = drop}, log.handler());
+  constexpr int kMembers = 24;
+  std::vector<group_t::member> members(kMembers);
+  std::vector<clock::time_point> quiet_since(kMembers);
+  // Watched 10 ms apart: some wait in the wheel (before 5 ms), most in the queue.
+  for (int i = 0; i < kMembers; ++i) {
+    clock::set(t0 + i * 10ms);
+    quiet_since[static_cast<std::size_t>(i)] = clock::now();
+    group.watch(members[static_cast<std::size_t>(i)]);
+  }
+  std::mt19937 rng(17);
+  const double factors[] = {1.0, 0.0, 0.75, 0.1, 0.5, 0.3, 1.0, 0.05, 0.6};
+  clock::time_point now = clock::now();
+  for (int step = 0; step < 40 && group.size() > 0; ++step) {
+    now += std::chrono::milliseconds(rng() % 25);
+    clock::set(now);
+    const double f = factors[rng() % std::size(factors)];
+    log.scale->set(f);
+    next_turn(ioc);
+    run_for(ioc, 3ms);
+    CAPTURE(step);
+    CAPTURE(f);
+    for (int i = 0; i < kMembers; ++i) {
+      CAPTURE(i);
+      const auto& m = members[static_cast<std::size_t>(i)];
+      const auto idle = now - quiet_since[static_cast<std::size_t>(i)];
+      // Dropped exactly when quiet for the threshold at this factor, or already before.
+      if (idle >= drop.at(f))
+        CHECK(log.count(m, group_t::event::drop) == 1);
+      CHECK(log.count(m, group_t::event::drop) <= 1);
+      CHECK(m.is_watched() == (log.count(m, group_t::event::drop) == 0));
+    }
+  }
+  for (const auto& e : log.events) {
+    const auto i =
+        static_cast<std::size_t>(static_cast<const group_t::member*>(e.who) - &members[0]);
+    CHECK(e.at - quiet_since[i] >= drop.at(e.factor)); // never early
+  }
+  // Whatever is left goes at its maximum.
+  clock::set(now + 405ms);
+  CHECK(run_until(ioc, [&] { return group.size() == 0; }));
+}
+
+TEST_CASE("heartbeat_group: ranges: pings and drops each at their scaled threshold") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using group_t = asio_wheel::basic_heartbeat_group<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  scaled_log<clock> log;
+  log.scale = &asio_wheel::timeout_scale::of(ioc);
+  group_t group(ioc, {.ping_after = {10ms, 50ms}, .drop_after = {40ms, 240ms}}, log.handler());
+  group_t::member m;
+  group.watch(m);
+  clock::set(t0 + 30ms);
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.empty()); // ping at 50 ms
+  log.scale->set(0.25);      // ping at 20 ms, drop at 90 ms
+  next_turn(ioc);
+  REQUIRE(log.events.size() == 1);
+  CHECK(log.events[0].ev == group_t::event::ping);
+  clock::set(t0 + 89ms);
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.size() == 1);
+  clock::set(t0 + 90ms);
+  CHECK(run_until(ioc, [&] { return log.events.size() == 2; }));
+  CHECK(log.events[1].ev == group_t::event::drop);
+  CHECK(log.events[1].at == t0 + 90ms);
+  CHECK_FALSE(m.is_watched());
+}
+
+TEST_CASE("heartbeat_group: ranges: a member touched while it waits in a queue is filed "
+          "again from its stamp, not dropped by a lower factor") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using group_t = asio_wheel::basic_heartbeat_group<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  scaled_log<clock> log;
+  log.scale = &asio_wheel::timeout_scale::of(ioc);
+  group_t group(ioc, {.drop_after = {10ms, 110ms}}, log.handler());
+  group_t::member m;
+  group.watch(m);
+  clock::set(t0 + 50ms);
+  run_for(ioc, kStillScaled); // past its minimum: in the queue
+  m.touch();                  // quiet since t0 + 50 ms
+  log.scale->set(0.0);        // 10 ms: not for m
+  next_turn(ioc);
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.empty());
+  CHECK(m.is_watched());
+  clock::set(t0 + 59ms);
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.empty());
+  clock::set(t0 + 60ms);
+  CHECK(run_until(ioc, [&] { return log.events.size() == 1; }));
+  CHECK(log.events[0].at == t0 + 60ms);
+}
+
+TEST_CASE("heartbeat_group: ranges: one run after a lower factor looks at 4096 members at "
+          "most; every member is dropped once") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using group_t = asio_wheel::basic_heartbeat_group<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  scaled_log<clock> log;
+  log.scale = &asio_wheel::timeout_scale::of(ioc);
+  group_t group(ioc, {.drop_after = {10ms, 10s}}, log.handler());
+  constexpr std::size_t kMembers = 10'000;
+  std::vector<group_t::member> members(kMembers);
+  for (auto& m : members)
+    group.watch(m);
+  clock::set(t0 + 20ms);
+  run_for(ioc, kStillScaled); // all in the queue
+  REQUIRE(log.events.empty());
+  log.scale->set(0.0);
+  // The first handler that delivers anything is the group's run after the change.
+  std::size_t handlers = 0;
+  while (log.events.empty() && handlers < 100) {
+    ioc.restart();
+    handlers += ioc.run_one_for(10ms);
+  }
+  CHECK(log.events.size() > 0);
+  CHECK(log.events.size() <= 4096);
+  CHECK(run_until(ioc, [&] { return group.size() == 0; }));
+  CHECK(log.events.size() == kMembers);
+  std::vector<const void*> who;
+  for (const auto& e : log.events)
+    who.push_back(e.who);
+  std::sort(who.begin(), who.end());
+  CHECK(std::adjacent_find(who.begin(), who.end()) == who.end());
+}
+
+TEST_CASE("heartbeat_group: ranges: a group destroyed while a change of the factor is on its "
+          "way; changes with no group") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using group_t = asio_wheel::basic_heartbeat_group<clock>;
+  clock::reset(clock::time_point(kT0), /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  scaled_log<clock> log;
+  log.scale = &scale;
+  group_t::member m;
+  {
+    group_t group(ioc, {.drop_after = {1ms, 1s}}, log.handler());
+    group.watch(m);
+    clock::set(clock::time_point(kT0) + 10ms);
+    scale.set(0.0);
+  }
+  CHECK_FALSE(m.is_watched());
+  next_turn(ioc); // the posted change finds the group gone
+  scale.set(0.5);
+  next_turn(ioc);
+  CHECK(log.events.empty());
+}
+
+TEST_CASE("heartbeat_group: fixed thresholds never create the context's timeout_scale") {
+  asio::io_context ctx;
+  group_type group(ctx, {.ping_after = 1s, .drop_after = 2s}, [](member&, hb_event) {});
+  CHECK_FALSE(asio::has_service<asio_wheel::timeout_scale>(ctx));
+  group_type scaled(ctx, {.ping_after = 1s, .drop_after = {2s, 3s}}, [](member&, hb_event) {});
+  CHECK(asio::has_service<asio_wheel::timeout_scale>(ctx));
+}
+
+TEST_CASE("heartbeat_group: invalid threshold ranges throw std::invalid_argument saying what "
+          "is allowed") {
+  asio::io_context ctx;
+  const auto handler = [](member&, hb_event) {};
+  const auto message_of = [&](group_type::options o) {
+    try {
+      group_type g(ctx, o, handler);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  using range = group_type::range;
+  CHECK(message_of({.drop_after = range{2s, 1s}}).find("min <= max") != std::string::npos);
+  CHECK(message_of({.ping_after = range{2s, 1s}, .drop_after = 5s}).find("min <= max") !=
+        std::string::npos);
+  CHECK(message_of({.drop_after = range{-1s, 1s}}).find("negative") != std::string::npos);
+  CHECK(message_of({.ping_after = range{0s, 1s}, .drop_after = 5s})
+            .find("minimum must be positive") != std::string::npos);
+  CHECK(message_of({.ping_after = range{1s, 6s}, .drop_after = range{2s, 5s}})
+            .find("ping_after.max < drop_after.max") != std::string::npos);
+  CHECK(message_of({.ping_after = range{3s, 4s}, .drop_after = range{2s, 5s}})
+            .find("ping_after.min < drop_after.min") != std::string::npos);
+  CHECK(message_of({.ping_after = range{1s, 4s}, .drop_after = range{2s, 5s}}) == "no exception");
+  CHECK(message_of({.drop_after = range{0s, 5s}}).find("< drop_after") != std::string::npos);
+  CHECK(message_of({.drop_after = range{1ms, 5s}}) == "no exception");
 }

@@ -17,6 +17,14 @@
 // spell), event::drop once quiet for drop_after; touch() starts a new spell; invalid
 // options throw; cancel() aborts.
 //
+// Timeouts that are ranges, scaled by the context's timeout_scale (issue 17), on a frozen
+// manual_clock: timeout_range::at(); timeout_scale::set() rejects factors outside [0, 1];
+// a lower factor completes the waits past their new timeout in the next turn, never the
+// others; up and down repeatedly over several ranges (several queues); a touch while parked;
+// set_timeout() to a range; per-operation cancellation, then a new wait; destruction while
+// parked; a fixed timeout never creates the scale; heartbeat pings and drops at scaled
+// thresholds; invalid ranges.
+//
 // Timing. Durations are tens of milliseconds. Never-early checks are exact: every lower
 // bound is a time taken *before* the construction or touch() it refers to (the library's
 // activity mark is never before the true time), compared with a time taken in the handler.
@@ -27,6 +35,7 @@
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/idle_timer.hpp>
+#include <asio_wheel/timeout_scale.hpp>
 
 #include <asio/bind_allocator.hpp>
 #include <asio/bind_cancellation_slot.hpp>
@@ -48,12 +57,17 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "frozen_run.hpp"
+#include "manual_clock.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -785,4 +799,371 @@ TEST_CASE("heartbeat: the coroutine loop of the documentation (as_tuple(use_awai
   CHECK(seen[1] == hb_event::drop);
   CHECK(dropped_at >= before + 60ms);
   CHECK_PROMPT(r);
+}
+
+// =======================================================================================
+// Scaled timeouts (issue 17)
+// =======================================================================================
+
+TEST_CASE("timeout_range: min + ceil(f * (max - min)), within [min, max]; fixed ranges") {
+  using range = asio_wheel::timeout_range<std::chrono::nanoseconds>;
+  const range r{10ms, 110ms};
+  CHECK(r.at(1.0) == 110ms);
+  CHECK(r.at(0.0) == 10ms);
+  CHECK(r.at(0.5) == 60ms);
+  CHECK(r.at(0.25) == 35ms);
+  // Rounded up, to the duration's unit: never below the exact product.
+  const range odd{std::chrono::nanoseconds(0), std::chrono::nanoseconds(3)};
+  CHECK(odd.at(0.5) == std::chrono::nanoseconds(2));
+  CHECK(odd.at(1e-9) == std::chrono::nanoseconds(1));
+  CHECK(odd.at(-1.0) == std::chrono::nanoseconds(0)); // clamped, whatever f
+  CHECK(odd.at(2.0) == std::chrono::nanoseconds(3));
+  CHECK(odd.at(std::nan("")) == std::chrono::nanoseconds(0));
+  // A span past 2^53: the double product rounds, the result stays in range.
+  const range huge{std::chrono::nanoseconds(1), std::chrono::nanoseconds::max()};
+  CHECK(huge.at(1.0) == std::chrono::nanoseconds::max());
+  CHECK(huge.at(0.999999999) <= std::chrono::nanoseconds::max());
+  CHECK(huge.at(0.5) > std::chrono::nanoseconds::max() / 2 - std::chrono::nanoseconds(1 << 12));
+  // A duration is a fixed range, which no factor changes, and compares equal to it.
+  const range fixed = 30s;
+  CHECK(fixed.is_fixed());
+  CHECK(fixed == 30s);
+  CHECK(fixed.at(0.0) == 30s);
+  CHECK_FALSE(r.is_fixed());
+}
+
+TEST_CASE("timeout_scale: one per context, factor 1 at first; set() outside [0, 1] or NaN "
+          "throws std::invalid_argument and changes nothing") {
+  asio::io_context ctx;
+  auto& scale = asio_wheel::timeout_scale::of(ctx);
+  CHECK(&scale == &asio_wheel::timeout_scale::of(ctx.get_executor()));
+  CHECK(&scale == &asio::use_service<asio_wheel::timeout_scale>(ctx));
+  CHECK(scale.factor() == 1.0);
+  scale.set(0.25);
+  CHECK(scale.factor() == 0.25);
+  for (const double bad : {-0.01, 1.01, std::nan(""), std::numeric_limits<double>::infinity(),
+                           -std::numeric_limits<double>::infinity()}) {
+    CAPTURE(bad);
+    try {
+      scale.set(bad);
+      FAIL("no exception");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("must be in [0, 1]") != std::string::npos);
+    }
+    CHECK(scale.factor() == 0.25);
+  }
+  scale.set(0.0);
+  scale.set(1.0);
+  CHECK(scale.factor() == 1.0);
+}
+
+namespace {
+
+template <typename Tag>
+using frozen_clock = manual_clock<Tag, std::chrono::nanoseconds, true>;
+constexpr auto kStillScaled = 20ms; // real time a frozen clock is left standing
+const std::chrono::nanoseconds kT0 = 1h;
+
+// A handler recording the clock and the context's factor when it ran.
+template <typename Clock>
+struct scaled_outcome {
+  int calls = 0;
+  asio::error_code ec;
+  typename Clock::time_point at{};
+  double factor = -1;
+};
+
+template <typename Clock>
+auto record_scaled(scaled_outcome<Clock>& o, asio_wheel::timeout_scale& scale) {
+  return [&o, &scale](asio::error_code ec) {
+    ++o.calls;
+    o.ec = ec;
+    o.at = Clock::now();
+    o.factor = scale.factor();
+  };
+}
+
+} // namespace
+
+TEST_CASE("idle_timer: a range: a lowered factor completes the waits past their new timeout "
+          "in the next turn, never the others") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using idle_t = asio_wheel::basic_idle_timer<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  idle_t a(ioc, {10ms, 110ms});
+  clock::set(t0 + 20ms);
+  idle_t b(ioc, {10ms, 110ms});
+  CHECK(a.get_timeout() == idle_t::range{10ms, 110ms});
+  scaled_outcome<clock> oa, ob;
+  a.async_wait(record_scaled(oa, scale));
+  b.async_wait(record_scaled(ob, scale));
+  clock::set(t0 + 60ms);
+  run_for(ioc, kStillScaled);
+  CHECK(oa.calls + ob.calls == 0); // 110 ms at factor 1
+  CHECK(a.timeout() == 110ms);
+
+  scale.set(0.5); // 60 ms: a has been idle that long, b 40 ms
+  CHECK(a.timeout() == 60ms);
+  CHECK(oa.calls == 0); // nothing on the caller's thread
+  next_turn(ioc);       // the queue's wake: a's wait moves to now
+  next_turn(ioc);       // and completes
+  CHECK(oa.calls == 1);
+  CHECK(oa.ec == kOk);
+  CHECK(oa.at == t0 + 60ms);
+  run_for(ioc, kStillScaled);
+  CHECK(ob.calls == 0);
+
+  scale.set(1.0);
+  clock::set(t0 + 79ms);
+  run_for(ioc, kStillScaled);
+  CHECK(ob.calls == 0);
+  scale.set(0.4); // 50 ms: b has been idle 59
+  CHECK(run_until(
+      ioc, [&] { return ob.calls == 1; }, 100ms));
+  CHECK(ob.at == t0 + 79ms);
+  CHECK(ob.ec == kOk);
+}
+
+TEST_CASE("idle_timer and heartbeat: ranges: the factor changed up and down while they wait, "
+          "over several ranges: each completes at its timeout in force, never before, none "
+          "missed") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using idle_t = asio_wheel::basic_idle_timer<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  const idle_t::range ranges[] = {{5ms, 405ms}, {20ms, 220ms}, {8ms, 408ms}, {50ms, 50ms}};
+  constexpr int kTimers = 32;
+  std::vector<std::unique_ptr<idle_t>> timers;
+  std::vector<scaled_outcome<clock>> outcomes(kTimers);
+  std::vector<clock::time_point> since(kTimers);
+  for (int i = 0; i < kTimers; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    clock::set(t0 + i * 7ms);
+    since[u] = clock::now();
+    timers.push_back(std::make_unique<idle_t>(ioc, ranges[u % std::size(ranges)]));
+    timers.back()->async_wait(record_scaled(outcomes[u], scale));
+  }
+  std::mt19937 rng(17);
+  const double factors[] = {1.0, 0.0, 0.75, 0.1, 0.5, 0.3, 1.0, 0.05, 0.6};
+  clock::time_point now = clock::now();
+  for (int step = 0; step < 40; ++step) {
+    now += std::chrono::milliseconds(rng() % 25);
+    clock::set(now);
+    const double f = factors[rng() % std::size(factors)];
+    scale.set(f);
+    next_turn(ioc);
+    run_for(ioc, 3ms);
+    CAPTURE(step);
+    CAPTURE(f);
+    for (int i = 0; i < kTimers; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      CAPTURE(i);
+      if (now - since[u] >= ranges[u % std::size(ranges)].at(f))
+        CHECK(outcomes[u].calls == 1);
+      CHECK(outcomes[u].calls <= 1);
+    }
+  }
+  for (int i = 0; i < kTimers; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    CAPTURE(i);
+    if (outcomes[u].calls == 1) {
+      CHECK(outcomes[u].ec == kOk);
+      CHECK(outcomes[u].at - since[u] >= ranges[u % std::size(ranges)].at(outcomes[u].factor));
+    }
+  }
+  clock::set(now + 410ms);
+  CHECK(run_until(ioc, [&] {
+    return std::all_of(outcomes.begin(), outcomes.end(), [](auto& o) { return o.calls == 1; });
+  }));
+}
+
+TEST_CASE("idle_timer: a range: touched while parked, it waits from its new stamp; a lower "
+          "factor does not complete it early") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using idle_t = asio_wheel::basic_idle_timer<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  idle_t idle(ioc, {10ms, 110ms});
+  scaled_outcome<clock> o;
+  idle.async_wait(record_scaled(o, scale));
+  clock::set(t0 + 50ms);
+  run_for(ioc, kStillScaled); // past 10 ms: parked in the queue
+  idle.touch();               // idle since t0 + 50 ms
+  scale.set(0.0);             // 10 ms
+  next_turn(ioc);
+  run_for(ioc, kStillScaled);
+  CHECK(o.calls == 0);
+  clock::set(t0 + 59ms);
+  run_for(ioc, kStillScaled);
+  CHECK(o.calls == 0);
+  clock::set(t0 + 60ms);
+  CHECK(run_until(ioc, [&] { return o.calls == 1; }));
+  CHECK(o.at == t0 + 60ms);
+}
+
+TEST_CASE("idle_timer: set_timeout() to and from a range while pending") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using idle_t = asio_wheel::basic_idle_timer<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  scale.set(0.5);
+  idle_t idle(ioc, 100ms);
+  scaled_outcome<clock> o;
+  idle.async_wait(record_scaled(o, scale));
+  clock::set(t0 + 40ms);
+  run_for(ioc, kStillScaled);
+  idle.set_timeout({20ms, 100ms}); // 60 ms at 0.5
+  CHECK(idle.timeout() == 60ms);
+  run_for(ioc, kStillScaled);
+  CHECK(o.calls == 0);
+  scale.set(0.2); // 36 ms: due
+  CHECK(run_until(
+      ioc, [&] { return o.calls == 1; }, 200ms));
+  CHECK(o.at == t0 + 40ms);
+  CHECK(o.ec == kOk);
+
+  // From a range back to a fixed timeout, while parked.
+  idle.touch();
+  scaled_outcome<clock> o2;
+  idle.async_wait(record_scaled(o2, scale));
+  clock::set(t0 + 70ms);
+  run_for(ioc, kStillScaled); // past 20 ms: parked
+  idle.set_timeout(50ms);
+  scale.set(0.0); // the range would say 20 ms: no longer its business
+  next_turn(ioc);
+  run_for(ioc, kStillScaled);
+  CHECK(o2.calls == 0);
+  clock::set(t0 + 90ms);
+  CHECK(run_until(ioc, [&] { return o2.calls == 1; }));
+  CHECK(o2.at == t0 + 90ms);
+
+  CHECK_THROWS_WITH_AS(idle.set_timeout({30ms, 20ms}), doctest::Contains("min <= max"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(idle.set_timeout({0ms, 20ms}), doctest::Contains("positive"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(idle_t(ioc, {-1ms, 20ms}), doctest::Contains("positive"),
+                       std::invalid_argument);
+  CHECK(idle.get_timeout() == 50ms);
+}
+
+TEST_CASE("idle_timer: a range: per-operation cancellation while parked, then a new wait; "
+          "destroyed while parked") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using idle_t = asio_wheel::basic_idle_timer<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  asio::cancellation_signal signal;
+  auto idle = std::make_unique<idle_t>(ioc, idle_t::range{10ms, 110ms});
+  auto other = std::make_unique<idle_t>(ioc, idle_t::range{10ms, 110ms});
+  scaled_outcome<clock> o1, o2, o3;
+  idle->async_wait(asio::bind_cancellation_slot(signal.slot(), record_scaled(o1, scale)));
+  other->async_wait(record_scaled(o3, scale));
+  clock::set(t0 + 30ms);
+  run_for(ioc, kStillScaled); // both parked
+  signal.emit(asio::cancellation_type::terminal);
+  CHECK(run_until(ioc, [&] { return o1.calls == 1; }));
+  CHECK(o1.ec == kAborted);
+  idle->async_wait(record_scaled(o2, scale)); // parked again, from its stamp (t0)
+  run_for(ioc, kStillScaled);
+  CHECK(o2.calls == 0);
+  other.reset(); // leaves the queue
+  CHECK(run_until(ioc, [&] { return o3.calls == 1; }));
+  CHECK(o3.ec == kAborted);
+  scale.set(0.1); // 20 ms: due
+  CHECK(run_until(
+      ioc, [&] { return o2.calls == 1; }, 200ms));
+  CHECK(o2.ec == kOk);
+  CHECK(o2.at == t0 + 30ms);
+}
+
+TEST_CASE("idle_timer and heartbeat: fixed timeouts never create the context's timeout_scale") {
+  asio::io_context ctx;
+  asio_wheel::idle_timer idle(ctx, 1s);
+  asio_wheel::heartbeat hb(ctx, {.ping_after = 1s, .drop_after = 2s});
+  outcome o;
+  idle.async_wait(record(o));
+  hb.async_next([](asio::error_code, hb_event) {});
+  CHECK_FALSE(asio::has_service<asio_wheel::timeout_scale>(ctx));
+  idle.cancel();
+  hb.cancel();
+  ctx.run();
+  asio_wheel::idle_timer scaled(ctx, {1s, 2s});
+  CHECK(asio::has_service<asio_wheel::timeout_scale>(ctx));
+}
+
+TEST_CASE("heartbeat: ranges: the ping and the drop at their scaled thresholds") {
+  struct tag;
+  using clock = frozen_clock<tag>;
+  using hb_t = asio_wheel::basic_heartbeat<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  hb_t hb(ioc, {.ping_after = {10ms, 50ms}, .drop_after = {40ms, 240ms}});
+  CHECK(hb.get_options().ping_after == hb_t::range{10ms, 50ms});
+  std::vector<std::pair<hb_t::event, clock::time_point>> events;
+  std::function<void()> next = [&] {
+    hb.async_next([&](asio::error_code ec, hb_t::event ev) {
+      if (ec)
+        return;
+      events.emplace_back(ev, clock::now());
+      if (ev == hb_t::event::ping)
+        next();
+    });
+  };
+  next();
+  clock::set(t0 + 30ms);
+  run_for(ioc, kStillScaled);
+  CHECK(events.empty()); // ping at 50 ms
+  scale.set(0.25);       // ping at 20 ms, drop at 90 ms
+  CHECK(run_until(
+      ioc, [&] { return events.size() == 1; }, 200ms));
+  CHECK(events[0].first == hb_t::event::ping);
+  CHECK(events[0].second == t0 + 30ms);
+  clock::set(t0 + 89ms);
+  run_for(ioc, kStillScaled);
+  CHECK(events.size() == 1);
+  scale.set(1.0); // drop at 240 ms
+  clock::set(t0 + 200ms);
+  run_for(ioc, kStillScaled);
+  CHECK(events.size() == 1);
+  scale.set(0.5); // drop at 140 ms: past
+  CHECK(run_until(
+      ioc, [&] { return events.size() == 2; }, 200ms));
+  CHECK(events[1].first == hb_t::event::drop);
+  CHECK(events[1].second == t0 + 200ms);
+}
+
+TEST_CASE("heartbeat: invalid threshold ranges throw std::invalid_argument saying what is "
+          "allowed") {
+  asio::io_context ctx;
+  using opts = asio_wheel::heartbeat::options;
+  using range = asio_wheel::heartbeat::range;
+  CHECK_THROWS_WITH_AS(
+      asio_wheel::heartbeat(ctx, opts{.ping_after = range{2s, 1s}, .drop_after = 5s}),
+      doctest::Contains("min <= max"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      asio_wheel::heartbeat(ctx, opts{.ping_after = range{1s, 6s}, .drop_after = range{2s, 5s}}),
+      doctest::Contains("ping_after.max < drop_after.max"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      asio_wheel::heartbeat(ctx, opts{.ping_after = range{0s, 1s}, .drop_after = 5s}),
+      doctest::Contains("0 < ping_after"), std::invalid_argument);
+  CHECK_NOTHROW(
+      asio_wheel::heartbeat(ctx, opts{.ping_after = range{1s, 4s}, .drop_after = range{2s, 5s}}));
 }

@@ -186,8 +186,7 @@ private:
            std::optional<time_point> now = std::nullopt) {
     // A heartbeat always pings (0 < ping_after): once per spell, as the rule says.
     const bool ping_next = rule::may_ping(at(1.0), last, pinged_for_);
-    this->wait_for(ping_next ? options_.ping_after : options_.drop_after, last, std::move(h),
-                   now);
+    this->wait_for(ping_next ? options_.ping_after : options_.drop_after, last, std::move(h), now);
   }
 
   template <typename Handler>

@@ -258,7 +258,9 @@ public:
     // First: once it returns, no thread is in scale_changed() with this group.
     this->unlisten();
     anchor_->group = nullptr;
-    const auto forget = [](detail::wheel_node& node) { static_cast<member&>(node).group_ = nullptr; };
+    const auto forget = [](detail::wheel_node& node) {
+      static_cast<member&>(node).group_ = nullptr;
+    };
     wheel_.clear(forget);
     queue_[ping].clear(forget);
     queue_[drop].clear(forget);

@@ -201,8 +201,8 @@ public:
   }
 
   /// The scale of the execution context of @c ex. Thread-safe.
-  template <typename Executor,
-            typename = std::enable_if_t<!std::is_convertible_v<Executor&, asio::execution_context&>>>
+  template <typename Executor, typename = std::enable_if_t<
+                                   !std::is_convertible_v<Executor&, asio::execution_context&>>>
   static timeout_scale& of(const Executor& ex) {
     return of(asio::query(ex, asio::execution::context));
   }

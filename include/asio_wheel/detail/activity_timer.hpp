@@ -236,7 +236,9 @@ protected:
 private:
   // A queue woke the timer (with the queue service's lock held): its parked wait completes
   // now, and on_wait() judges it.
-  static void wake(activity_timer& t, const time_point& now) { timer_access::retarget(t.timer_, now); }
+  static void wake(activity_timer& t, const time_point& now) {
+    timer_access::retarget(t.timer_, now);
+  }
 
   // The context's queue service, once the timer has been given a range; else null.
   queue_service* queues_ = nullptr;

@@ -192,7 +192,8 @@ private:
       return;
     q.armed_at.reset();
     q.timer.expires_at(due);
-    q.timer.async_wait(wake_handler{this, static_cast<std::size_t>(q.fifo.id() - node_fifo::first_id)});
+    q.timer.async_wait(
+        wake_handler{this, static_cast<std::size_t>(q.fifo.id() - node_fifo::first_id)});
     q.armed_at = due;
   }
 

@@ -1,0 +1,52 @@
+//
+// support/frozen_run.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_TEST_FROZEN_RUN_HPP
+#define ASIO_WHEEL_TEST_FROZEN_RUN_HPP
+
+// Running an io_context while a frozen manual_clock (manual_clock.hpp) stands still: the test
+// sets the clock, and runs the context for a while of real time to see that nothing happens
+// before the clock is moved past an expiry (Asio's timer on a manual_clock, the wheel's
+// driver, reads it again at least once a millisecond), or until something has happened.
+
+#include <asio/io_context.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+namespace asio_wheel::test {
+
+// Runs `ioc` until `pred()` holds, for at most `limit` of real time; returns pred().
+template <typename Pred>
+bool run_until(asio::io_context& ioc, Pred pred,
+               std::chrono::steady_clock::duration limit = std::chrono::seconds(3)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred() && std::chrono::steady_clock::now() < end) {
+    ioc.restart();
+    if (ioc.run_for(std::chrono::milliseconds(1)) == 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return pred();
+}
+
+// Runs `ioc` for `d` of real time.
+inline void run_for(asio::io_context& ioc, std::chrono::steady_clock::duration d) {
+  run_until(
+      ioc, [] { return false; }, d);
+}
+
+// Runs the handlers that are ready now: "the next turn" of a context with one thread.
+inline std::size_t next_turn(asio::io_context& ioc) {
+  ioc.restart();
+  return ioc.poll();
+}
+
+} // namespace asio_wheel::test
+
+#endif // ASIO_WHEEL_TEST_FROZEN_RUN_HPP
