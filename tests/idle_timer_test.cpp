@@ -1167,3 +1167,27 @@ TEST_CASE("heartbeat: invalid threshold ranges throw std::invalid_argument sayin
   CHECK_NOTHROW(
       asio_wheel::heartbeat(ctx, opts{.ping_after = range{1s, 4s}, .drop_after = range{2s, 5s}}));
 }
+
+TEST_CASE("idle_timer and heartbeat: ranges: once none waits in a queue, the context's run() "
+          "returns (as after a fixed timer's cancel)") {
+  // Parked past their minimum (1 ms), far from their maximum (10 s): the queue has a wait of
+  // its own, which must go with the last timer in it.
+  asio::io_context ctx;
+  auto idle =
+      std::make_unique<asio_wheel::idle_timer>(ctx, asio_wheel::idle_timer::range{1ms, 10s});
+  asio_wheel::heartbeat hb(ctx, {.ping_after = {1ms, 10s}, .drop_after = {2ms, 20s}});
+  outcome o;
+  idle->async_wait(record(o));
+  outcome ping;
+  hb.async_next([&](asio::error_code ec, hb_event) { ping.complete(ec); });
+  asio::steady_timer later(ctx, 50ms);
+  later.async_wait([&](asio::error_code) {
+    idle.reset(); // leaves its queue, aborts its wait
+    hb.cancel();
+  });
+  const auto r = guarded_run(ctx, kPrompt);
+  CHECK_ABORTED(o);
+  CHECK_ABORTED(ping);
+  CHECK_PROMPT(r);
+  CHECK(r.elapsed < 2s);
+}

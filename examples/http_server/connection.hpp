@@ -7,7 +7,11 @@
 //
 // One client connection, from accept to close: its requests are read, parsed and answered
 // in order, under the two timeouts (idle, request deadline), on asio-wheel's timers or on
-// asio::steady_timer (the template parameter), as the header of main.cpp describes.
+// asio::steady_timer (the template parameter), as the header of main.cpp describes. Both
+// timeouts are ranges, at the factor of the context's timeout_scale (pressure.hpp): the
+// wheel's idle_timer follows the factor while it waits, and the request deadline is read at
+// the factor in force by each read and write; a steady_timer keeps the timeout at the
+// factor in force when it was armed.
 
 #ifndef ASIO_WHEEL_EXAMPLE_HTTP_CONNECTION_HPP
 #define ASIO_WHEEL_EXAMPLE_HTTP_CONNECTION_HPP
@@ -107,7 +111,7 @@ private:
 
   void reset_idle() {
     last_activity_ = clock_type::now();
-    idle_.expires_at(last_activity_ + st_.opts.idle_timeout);
+    idle_.expires_at(last_activity_ + st_.opts.idle_timeout.at(st_.factor()));
     idle_.async_wait(
         [self = this->shared_from_this()](const asio::error_code& ec) { self->on_idle(ec); });
   }
@@ -132,7 +136,15 @@ private:
       idle_deferred_ = true; // the request deadline governs; idle starts again afterwards
       return;
     }
-    st_.stats.idle_late.add(now - (last_activity() + st_.opts.idle_timeout));
+    // Due at the timeout in force: for the wheel, the one the timer judged by (never early);
+    // for the steady timer, the one it was armed with.
+    clock_type::time_point due;
+    if constexpr (wheel)
+      due = last_activity() + idle_.timeout();
+    else
+      due = idle_.expiry();
+    st_.timeout_closed(st_.stats.idle_late, due, last_activity() + st_.opts.idle_timeout.max,
+                       st_.stats.shed_idle);
     reason_ = close_reason::idle;
     asio::error_code ignored;
     sock_.close(ignored); // aborts the session's pending wait
@@ -142,8 +154,9 @@ private:
 
   void begin_request(clock_type::time_point now) {
     in_request_ = true;
-    request_deadline_ = now + st_.opts.request_timeout;
+    request_start_ = now;
     if constexpr (!wheel) {
+      request_deadline_ = now + st_.opts.request_timeout.at(st_.factor());
       deadline_hit_ = false;
       deadline_.expires_at(request_deadline_);
       deadline_.async_wait([self = this->shared_from_this(), id = ++request_id_](
@@ -174,10 +187,19 @@ private:
     }
   }
 
+  // The request's deadline in force: for the wheel, at the factor now (each operation reads
+  // it); for the steady timer, as armed.
+  clock_type::time_point request_deadline() const {
+    if constexpr (wheel)
+      return request_start_ + st_.opts.request_timeout.at(st_.factor());
+    else
+      return request_deadline_;
+  }
+
   // The request's time is up?
   bool timed_out() const {
     if constexpr (wheel)
-      return clock_type::now() >= request_deadline_;
+      return clock_type::now() >= request_deadline();
     else
       return deadline_hit_;
   }
@@ -207,7 +229,7 @@ private:
   awaitable<asio::error_code> wait_readable(bool bounded) {
     if constexpr (wheel) {
       if (bounded) {
-        const auto left = request_deadline_ - clock_type::now();
+        const auto left = request_deadline() - clock_type::now();
         if (left <= clock_type::duration::zero())
           co_return asio::error::timed_out;
         auto [ec] = co_await sock_.async_wait(
@@ -223,7 +245,7 @@ private:
   template <typename Buffers>
   awaitable<asio::error_code> write_all(Buffers buffers) {
     if constexpr (wheel) {
-      const auto left = request_deadline_ - clock_type::now();
+      const auto left = request_deadline() - clock_type::now();
       if (left <= clock_type::duration::zero())
         co_return asio::error::timed_out;
       auto [ec, n] = co_await asio::async_write(
@@ -259,7 +281,8 @@ private:
   }
 
   close_reason deadline_expired() {
-    st_.stats.deadline_late.add(clock_type::now() - request_deadline_);
+    st_.timeout_closed(st_.stats.deadline_late, request_deadline(),
+                       request_start_ + st_.opts.request_timeout.max, st_.stats.shed_request);
     return close_reason::request_timeout;
   }
 
@@ -440,7 +463,8 @@ private:
   idle_type idle_;
   [[no_unique_address]] deadline_type deadline_;
   clock_type::time_point last_activity_{}; // steady: when the idle timer was last reset
-  clock_type::time_point request_deadline_{};
+  clock_type::time_point request_start_{};
+  clock_type::time_point request_deadline_{}; // steady: as armed
   std::uint64_t request_id_ = 0; // steady: which request the deadline timer is armed for
   bool in_request_ = false;
   bool idle_deferred_ = false;

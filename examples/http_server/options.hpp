@@ -19,6 +19,8 @@
 // and a block allocated in one and freed in the other is an alloc-dealloc mismatch.
 #include <version>
 
+#include <asio_wheel/timeout_scale.hpp>
+
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/use_awaitable.hpp>
@@ -40,6 +42,10 @@ using asio::experimental::as_tuple;
 using asio::ip::tcp;
 using clock_type = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
+// A timeout that may shrink under pressure: [min, max], at min + f * (max - min) for the
+// factor f of the context's asio_wheel::timeout_scale (1 without pressure). A fixed timeout
+// has min == max.
+using timeout_range = asio_wheel::timeout_range<clock_type::duration>;
 
 // ---------------------------------------------------------------------------------------
 // Options
@@ -58,9 +64,14 @@ struct server_options {
   std::uint16_t port = 8080;
   unsigned threads = 1;
   timer_kind timer = default_timer;
-  clock_type::duration idle_timeout = 5s;
-  clock_type::duration request_timeout = 10s;
+  timeout_range idle_timeout = 5s;
+  timeout_range request_timeout = 10s;
   clock_type::duration run_for = clock_type::duration::zero(); // zero: until a signal
+  // Pressure (pressure.hpp): the timeouts go to their minimum once the open connections, or
+  // the resident memory, reach their limit; zero: no limit. Checked every pressure_period.
+  std::uint64_t pressure_connections = 0;
+  std::uint64_t pressure_rss_bytes = 0;
+  clock_type::duration pressure_period = 100ms;
 };
 
 inline long long to_ms(clock_type::duration d) {

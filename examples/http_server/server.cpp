@@ -24,8 +24,10 @@
 namespace http_example {
 
 http_server::http_server(const server_options& opts)
-    : ctx_(static_cast<int>(opts.threads)), acceptor_(asio::make_strand(ctx_)) {
+    : ctx_(static_cast<int>(opts.threads)), acceptor_(asio::make_strand(ctx_)),
+      pressure_(acceptor_.get_executor(), opts.timer, state_) {
   state_.opts = opts;
+  state_.scale = &asio_wheel::timeout_scale::of(ctx_);
 }
 
 http_server::~http_server() {
@@ -44,6 +46,7 @@ std::uint16_t http_server::listen() {
 
 void http_server::start() {
   asio::co_spawn(acceptor_.get_executor(), accept_loop(), asio::detached);
+  asio::post(acceptor_.get_executor(), [this] { pressure_.start(); });
   running_ = state_.opts.threads;
   for (unsigned i = 0; i < state_.opts.threads; ++i)
     threads_.emplace_back([this] {
@@ -62,6 +65,7 @@ void http_server::stop_accepting() {
   asio::post(acceptor_.get_executor(), [this] {
     asio::error_code ignored;
     acceptor_.close(ignored);
+    pressure_.stop();
   });
 }
 

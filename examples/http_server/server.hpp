@@ -12,6 +12,7 @@
 #define ASIO_WHEEL_EXAMPLE_HTTP_SERVER_HPP
 
 #include "options.hpp"
+#include "pressure.hpp"
 #include "stats.hpp"
 
 #include <asio/any_io_executor.hpp>
@@ -45,8 +46,8 @@ public:
   // Starts accepting, and the threads.
   void start();
 
-  // Stops accepting. Once the last connection is gone and nothing else is pending, the
-  // threads return. Thread-safe.
+  // Stops accepting (and the pressure monitor). Once the last connection is gone and nothing
+  // else is pending, the threads return. Thread-safe.
   void stop_accepting();
 
   // Stops everything now. Thread-safe.
@@ -78,6 +79,7 @@ private:
   server_state state_;
   asio::io_context ctx_;
   tcp::acceptor acceptor_;
+  pressure_monitor pressure_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable done_;

@@ -41,6 +41,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -470,6 +471,111 @@ bool run(timer_kind kind, unsigned threads) {
   return c.failed == 0;
 }
 
+// Pressure (pressure.hpp): a limit of 8 connections. 6 silent connections are accepted at
+// factor 1; 2 more reach the limit and the factor falls to 0; then 2 more are opened. With
+// the wheel's idle timers (idle timeout 100 ms..10 s, pressure checked every 100 ms), the 8
+// are shed within 2 s (which relieves the pressure: the 2 that come after may then get a
+// longer timeout again); with steady_timers, the 8 accepted at factor 1 keep the 10 s they
+// were armed with, the pressure stays, and the 2 opened after the fall get the short
+// timeout. Once every connection is gone, the factor comes back to 1.
+bool run_pressure(timer_kind kind) {
+  checks c;
+  c.label = std::string(to_string(kind)) + ", pressure";
+  server_options o;
+  o.port = 0;
+  o.timer = kind;
+  o.idle_timeout = timeout_range{100ms, 10s};
+  o.request_timeout = timeout_range{200ms, 10s};
+  o.pressure_connections = 8;
+  std::optional<http_server> server;
+  server.emplace(o);
+  const tcp::endpoint ep(asio::ip::address_v4::loopback(), server->listen());
+  server->start();
+
+  asio::io_context client;
+  constexpr std::size_t before = 8, after = 2;
+  std::vector<std::optional<tcp::socket>> socks(before + after);
+  int closed_before = 0, closed_after = 0;
+  asio::co_spawn(
+      client,
+      [&]() -> awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        asio::steady_timer pause(ex);
+        int watching = 0;
+        auto watch = [&](std::size_t i, int& closed) {
+          ++watching;
+          asio::co_spawn(
+              ex,
+              [&, i]() -> awaitable<void> {
+                const close_seen seen = co_await wait_for_close(*socks[i], clock_type::now(), 2s);
+                if (seen.closed)
+                  ++closed;
+                --watching;
+              },
+              asio::detached);
+        };
+        auto open = [&](std::size_t i) -> awaitable<void> {
+          socks[i].emplace(ex);
+          c.expect(co_await connect(*socks[i], ep), "pressure: connect");
+        };
+        for (std::size_t i = 0; i < 6; ++i)
+          co_await open(i);
+        // All 6 accepted (below the limit: factor 1) before the 2 that reach it.
+        for (int i = 0; i < 100 && server->stats().open.load() < 6; ++i) {
+          pause.expires_after(10ms);
+          co_await pause.async_wait(use_awaitable);
+        }
+        for (std::size_t i = 6; i < before; ++i)
+          co_await open(i);
+        for (int i = 0; i < 100 && server->state().factor() > 0.0; ++i) {
+          pause.expires_after(10ms);
+          co_await pause.async_wait(use_awaitable);
+        }
+        c.expect(server->state().factor() == 0.0, "pressure: the factor fell to 0 within 1 s");
+        for (std::size_t i = 0; i < before; ++i)
+          watch(i, closed_before);
+        for (std::size_t i = before; i < before + after; ++i) {
+          co_await open(i);
+          watch(i, closed_after);
+        }
+        while (watching > 0) {
+          pause.expires_after(10ms);
+          co_await pause.async_wait(use_awaitable);
+        }
+        for (auto& s : socks)
+          s.reset();
+      },
+      asio::detached);
+  client.run();
+
+  std::printf("  [%s] shed within 2 s: %d of %zu connections accepted before the factor fell, "
+              "%d of %zu after\n",
+              c.label.c_str(), closed_before, before, closed_after, after);
+  if (kind == timer_kind::wheel) {
+    c.expect(closed_before == static_cast<int>(before),
+             "wheel: the idle connections accepted before the fall are shed within 2 s");
+  } else {
+    c.expect(closed_before == 0, "steady: the connections armed before the fall keep their 10 s");
+    c.expect(closed_after == static_cast<int>(after),
+             "steady: the connections opened under pressure get the short timeout");
+  }
+  const server_stats& s = server->stats();
+  c.expect(s.idle_late.get().min_ms >= 0, "no idle close before its timeout in force");
+  std::printf("  [%s] shed: %llu idle closes, %.1f ms at most after the factor fell or their "
+              "timeout in force\n",
+              c.label.c_str(), static_cast<unsigned long long>(s.shed_idle.load()),
+              s.shed_delay.get().max_ms);
+  // Everything closed: the factor comes back.
+  for (int i = 0; i < 300 && server->state().factor() < 1.0; ++i)
+    std::this_thread::sleep_for(10ms);
+  c.expect(server->state().factor() == 1.0, "the factor is back at 1 once the pressure is gone");
+  server->stop_accepting();
+  c.expect(server->join(3s), "the server's io_context ran out of work");
+  server.reset();
+  std::printf("[%s] %d checks passed, %d failed\n", c.label.c_str(), c.passed, c.failed);
+  return c.failed == 0;
+}
+
 } // namespace
 
 int main() {
@@ -478,6 +584,8 @@ int main() {
   for (timer_kind kind : {timer_kind::wheel, timer_kind::steady})
     for (unsigned threads : {1u, 2u})
       ok &= run(kind, threads);
+  for (timer_kind kind : {timer_kind::wheel, timer_kind::steady})
+    ok &= run_pressure(kind);
   const long fds_after = count_fds();
   std::printf("fds: %ld at start, %ld at end; RSS: %ld kB\n", fds_before, fds_after, rss_kb());
   if (fds_after != fds_before) {

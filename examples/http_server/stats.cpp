@@ -31,8 +31,19 @@ std::string stats_text(const server_state& st) {
   };
   line("timer", to_string(st.opts.timer));
   line("threads", num(st.opts.threads));
-  line("idle_timeout_ms", num(to_ms(st.opts.idle_timeout)));
-  line("request_timeout_ms", num(to_ms(st.opts.request_timeout)));
+  line("idle_timeout_ms", num(to_ms(st.opts.idle_timeout.max)));
+  line("idle_timeout_min_ms", num(to_ms(st.opts.idle_timeout.min)));
+  line("request_timeout_ms", num(to_ms(st.opts.request_timeout.max)));
+  line("request_timeout_min_ms", num(to_ms(st.opts.request_timeout.min)));
+  line("pressure_connections", num(st.opts.pressure_connections));
+  line("pressure_rss_bytes", num(st.opts.pressure_rss_bytes));
+  line("timeout_factor", fixed(st.factor()));
+  line("pressure_lowerings", num(s.pressure_lowerings.load()));
+  line("pressure_first_lowered_ns", num(s.pressure_first_lowered_ns.load()));
+  line("pressure_lowered_ns", num(s.pressure_lowered_ns.load()));
+  line("pressure_relieved_ns", num(s.pressure_relieved_ns.load()));
+  line("shed_idle", num(s.shed_idle.load()));
+  line("shed_request", num(s.shed_request.load()));
   line("accepted", num(s.accepted.load()));
   line("accept_errors", num(s.accept_errors.load()));
   line("open", num(s.open.load()));
@@ -40,7 +51,8 @@ std::string stats_text(const server_state& st) {
   for (std::size_t i = 1; i < reason_names.size(); ++i)
     line(("closed_" + std::string(reason_names[i])).c_str(), num(s.closed[i].load()));
   for (auto [name, log] : {std::pair{"idle_late_ms", &s.idle_late},
-                           std::pair{"request_timeout_late_ms", &s.deadline_late}}) {
+                           std::pair{"request_timeout_late_ms", &s.deadline_late},
+                           std::pair{"shed_delay_ms", &s.shed_delay}}) {
     const auto sum = log->get();
     const std::string n(name);
     line((n + "_count").c_str(), num(sum.count));

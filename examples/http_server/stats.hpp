@@ -89,8 +89,19 @@ struct server_stats {
   std::atomic<std::uint64_t> requests{0};
   std::atomic<std::int64_t> open{0};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(close_reason::count)> closed{};
-  lateness_log idle_late;     // close time - (last activity + idle timeout)
-  lateness_log deadline_late; // close time - request deadline
+  lateness_log idle_late;     // close time - (last activity + idle timeout in force)
+  lateness_log deadline_late; // close time - request deadline in force
+
+  // Pressure (pressure.hpp). A close is "shed" when the factor was below 1 and the timeout
+  // at factor 1 had not passed yet: the pressure closed it. shed_delay: close time -
+  // max(its due time at the factor in force, the last lowering of the factor): how fast.
+  std::atomic<std::uint64_t> pressure_lowerings{0};
+  std::atomic<std::int64_t> pressure_first_lowered_ns{0}; // steady_clock, 0: never
+  std::atomic<std::int64_t> pressure_lowered_ns{0};       // the last lowering
+  std::atomic<std::int64_t> pressure_relieved_ns{0};      // the last return to factor 1
+  std::atomic<std::uint64_t> shed_idle{0};
+  std::atomic<std::uint64_t> shed_request{0};
+  lateness_log shed_delay;
 
   std::uint64_t closes(close_reason r) const {
     return closed[static_cast<std::size_t>(r)].load(std::memory_order_relaxed);
@@ -100,6 +111,26 @@ struct server_stats {
 struct server_state {
   server_options opts;
   server_stats stats;
+  // The io_context's scale factor, which the pressure monitor sets and every timeout reads.
+  asio_wheel::timeout_scale* scale = nullptr;
+
+  double factor() const { return scale->factor(); }
+  clock_type::time_point lowered_at() const {
+    return clock_type::time_point(
+        clock_type::duration(stats.pressure_lowered_ns.load(std::memory_order_relaxed)));
+  }
+
+  // Counts a timeout close: its lateness past `due` (the due time at the factor in force),
+  // and whether the pressure shed it (due at factor 1 still ahead).
+  void timeout_closed(lateness_log& late, clock_type::time_point due,
+                      clock_type::time_point due_unpressed, std::atomic<std::uint64_t>& shed) {
+    const auto now = clock_type::now();
+    late.add(now - due);
+    if (now < due_unpressed && factor() < 1.0) {
+      shed.fetch_add(1, std::memory_order_relaxed);
+      stats.shed_delay.add(now - std::max(due, lowered_at()));
+    }
+  }
 };
 
 // The options and counters as "name value" lines.

@@ -125,8 +125,12 @@ public:
   void leave(Waiter& w) noexcept {
     std::lock_guard lock(mutex_);
     const std::uint16_t fifo_id = node_fifo::id_of(w);
-    if (fifo_id != 0)
-      queues_[fifo_id - node_fifo::first_id]->fifo.remove(w);
+    if (fifo_id == 0)
+      return;
+    queue& q = *queues_[fifo_id - node_fifo::first_id];
+    q.fifo.remove(w);
+    if (q.fifo.empty())
+      disarm(q);
   }
 
 private:
@@ -183,10 +187,26 @@ private:
     return queues_.back().get();
   }
 
-  // Arms q's wait for its head at the factor in force, unless armed for that or earlier.
-  void arm(queue& q) {
-    if (q.fifo.empty())
+  // An empty queue has no wait: a pending one would keep its context's run() from
+  // returning until it fires (as a cancelled timer lets it return).
+  static void disarm(queue& q) noexcept {
+    if (!q.armed_at)
       return;
+    try {
+      q.timer.cancel();
+      q.armed_at.reset();
+    } catch (...) {
+      // No memory for the aborted wait: it stays armed, and wakes to find nothing due.
+    }
+  }
+
+  // Arms q's wait for its head at the factor in force, unless armed for that or earlier;
+  // disarms it if q is empty.
+  void arm(queue& q) {
+    if (q.fifo.empty()) {
+      disarm(q);
+      return;
+    }
     const time_point due = head_due(q, factor());
     if (q.armed_at && *q.armed_at <= due)
       return;
