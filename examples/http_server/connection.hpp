@@ -41,8 +41,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace http_example {
 
@@ -228,29 +230,59 @@ private:
   // request deadline.
   awaitable<asio::error_code> wait_readable(bool bounded) {
     if constexpr (wheel) {
-      if (bounded) {
+      while (bounded) {
         const auto left = request_deadline() - clock_type::now();
         if (left <= clock_type::duration::zero())
           co_return asio::error::timed_out;
         auto [ec] = co_await sock_.async_wait(
             tcp::socket::wait_read, asio_wheel::cancel_after(left, as_tuple(use_awaitable)));
-        co_return outcome(ec, bounded);
+        if (!resumable(ec))
+          co_return outcome(ec, bounded);
       }
     }
     auto [ec] = co_await sock_.async_wait(tcp::socket::wait_read, as_tuple(use_awaitable));
     co_return outcome(ec, bounded);
   }
 
+  // An operation bounded by the deadline at its start was cut off, but the deadline in force
+  // has moved later since (the factor rose): it goes on.
+  bool resumable(const asio::error_code& ec) const {
+    return ec == asio::error::operation_aborted && reason_ == close_reason::none && !timed_out();
+  }
+
   // Writes all of `buffers`, no later than the request deadline.
   template <typename Buffers>
   awaitable<asio::error_code> write_all(Buffers buffers) {
     if constexpr (wheel) {
-      const auto left = request_deadline() - clock_type::now();
-      if (left <= clock_type::duration::zero())
-        co_return asio::error::timed_out;
-      auto [ec, n] = co_await asio::async_write(
-          sock_, buffers, asio_wheel::cancel_after(left, as_tuple(use_awaitable)));
-      co_return outcome(ec, true);
+      std::size_t written = 0;
+      std::vector<asio::const_buffer> rest; // what is left after a write that was resumed
+      for (;;) {
+        const auto left = request_deadline() - clock_type::now();
+        if (left <= clock_type::duration::zero())
+          co_return asio::error::timed_out;
+        asio::error_code ec;
+        std::size_t n = 0;
+        if (written == 0) {
+          std::tie(ec, n) = co_await asio::async_write(
+              sock_, buffers, asio_wheel::cancel_after(left, as_tuple(use_awaitable)));
+        } else {
+          rest.clear();
+          std::size_t skip = written;
+          for (auto it = asio::buffer_sequence_begin(buffers);
+               it != asio::buffer_sequence_end(buffers); ++it) {
+            asio::const_buffer b(*it);
+            const std::size_t cut = std::min(skip, b.size());
+            skip -= cut;
+            if (b.size() > cut)
+              rest.push_back(b + cut);
+          }
+          std::tie(ec, n) = co_await asio::async_write(
+              sock_, rest, asio_wheel::cancel_after(left, as_tuple(use_awaitable)));
+        }
+        written += n;
+        if (!resumable(ec))
+          co_return outcome(ec, true);
+      }
     } else {
       auto [ec, n] = co_await asio::async_write(sock_, buffers, as_tuple(use_awaitable));
       co_return outcome(ec, true);

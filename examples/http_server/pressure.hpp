@@ -19,8 +19,10 @@
 //
 // With --timer wheel, the idle timeouts are asio_wheel::idle_timer ranges: a lower factor
 // closes the connections already idle past their new timeout in the next turn, whatever
-// their number, and the request deadline (checked by every read and write) closes a slow
-// request at its next operation. With --timer steady, the server arms each
+// their number. The request deadline is read at the factor in force by every read and write
+// (each bounded by cancel_after): a lower factor closes a slow request at its next
+// operation, and an operation cut off at a deadline that a higher factor has since moved
+// later goes on. With --timer steady, the server arms each
 // asio::steady_timer for the timeout at the factor in force when it arms it: connections
 // accepted (or requests started) under pressure get the short timeouts, but a timer already
 // armed keeps its deadline; moving them would mean visiting every connection. The monitor

@@ -92,9 +92,10 @@ struct server_stats {
   lateness_log idle_late;     // close time - (last activity + idle timeout in force)
   lateness_log deadline_late; // close time - request deadline in force
 
-  // Pressure (pressure.hpp). A close is "shed" when the factor was below 1 and the timeout
-  // at factor 1 had not passed yet: the pressure closed it. shed_delay: close time -
-  // max(its due time at the factor in force, the last lowering of the factor): how fast.
+  // Pressure (pressure.hpp). A timeout close is "shed" when it came before the timeout at
+  // factor 1 had passed: a lower factor closed it (the one in force then, for the wheel's
+  // timers; the one in force when it was armed, for a steady_timer). shed_delay: close time
+  // - max(its due time at that factor, the last lowering of the factor): how fast.
   std::atomic<std::uint64_t> pressure_lowerings{0};
   std::atomic<std::int64_t> pressure_first_lowered_ns{0}; // steady_clock, 0: never
   std::atomic<std::int64_t> pressure_lowered_ns{0};       // the last lowering
@@ -126,7 +127,7 @@ struct server_state {
                       clock_type::time_point due_unpressed, std::atomic<std::uint64_t>& shed) {
     const auto now = clock_type::now();
     late.add(now - due);
-    if (now < due_unpressed && factor() < 1.0) {
+    if (now < due_unpressed) {
       shed.fetch_add(1, std::memory_order_relaxed);
       stats.shed_delay.add(now - std::max(due, lowered_at()));
     }
