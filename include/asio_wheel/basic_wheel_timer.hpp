@@ -54,8 +54,10 @@ struct timer_access {
  *
  * @par Precision
  * Expiry times are rounded up to the context's tick (default 1 ms, see set_tick()). A wait
- * never completes before its expiry time, and completes at most one tick plus the event
- * loop's latency after it.
+ * never completes before its expiry time as read from the clock, and completes at most one
+ * tick plus the event loop's latency after it. This holds for clocks that are not steady
+ * too: one stepped back (system_clock after an NTP step) is read again before a wait is
+ * judged due, as Asio's own timer does.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n

@@ -39,7 +39,8 @@ namespace asio_wheel {
  * // and in the reader: hb.touch();
  * @endcode
  *
- * Like basic_idle_timer, marking input is one store, and the wheel is re-armed lazily.
+ * Like basic_idle_timer, marking input is a clock read and one compare-exchange, and the
+ * wheel is re-armed lazily.
  *
  * @par Precision
  * As basic_idle_timer: never early; late by at most a wheel tick plus the event loop's

@@ -42,9 +42,9 @@ namespace asio_wheel {
  * handler with the member and the event; the handler finds its connection from the member
  * (typically a base class) and acts.
  *
- * member::touch() on every input is one clock read and one store, as for basic_heartbeat;
- * a member whose threshold passes with activity since is filed again for the rest (once per
- * threshold period, not once per input).
+ * member::touch() on every input is one clock read and one compare-exchange, as for
+ * basic_heartbeat; a member whose threshold passes with activity since is filed again for
+ * the rest (once per threshold period, not once per input).
  *
  * @code
  * struct connection : asio_wheel::heartbeat_group::member { tcp::socket socket; ... };
@@ -140,7 +140,8 @@ public:
         group_->unwatch(*this);
     }
 
-    /// Marks activity now: one clock read and one relaxed store, from any thread.
+    /// Marks activity now: one clock read and one relaxed compare-exchange, from any thread;
+    /// concurrent touches keep the latest reading.
     void touch() noexcept { activity_.mark(); }
 
     /// The time of the last activity, as marked.
@@ -166,7 +167,9 @@ public:
    */
   basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
-        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
+        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {
+    start_wheel();
+  }
 
   /// Constructor.
   template <typename ExecutionContext>
@@ -175,7 +178,9 @@ public:
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
-        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {}
+        scale_(tick_length(), clock_type::now()), anchor_(std::make_shared<anchor>(anchor{this})) {
+    start_wheel();
+  }
 
   basic_heartbeat_group(const basic_heartbeat_group&) = delete;
   basic_heartbeat_group& operator=(const basic_heartbeat_group&) = delete;
@@ -251,10 +256,15 @@ private:
   using rule = detail::heartbeat_rule<time_point>;
   using tick_type = detail::tick_type;
 
-  // The group's wheel counts ticks of the context wheel's default length (1 ms) from its
-  // construction.
+  // The group's wheel counts ticks of the context wheel's default length (1 ms), with a
+  // boundary at its construction.
   static duration tick_length() noexcept {
     return detail::wheel_service<Clock, WaitTraits>::default_tick();
+  }
+
+  // The wheel starts at the current time (it is empty: nothing expires).
+  void start_wheel() {
+    wheel_.advance(scale_.floor(clock_type::now()), 0, [](detail::wheel_node&) {});
   }
   // Members looked at per run of the group's wait handler at most (due or filed again).
   static constexpr std::size_t members_per_run = 4096;
@@ -291,7 +301,15 @@ private:
 
   // Files a watched member for `when`, arming the wait if it is now the earliest.
   void file(member& m, const time_point& when) {
-    wheel_.insert(m, scale_.ceil(when));
+    const tick_type tick = scale_.ceil(when);
+    if constexpr (!Clock::is_steady) {
+      // Behind the wheel's time, which never goes back by itself: the clock may have been
+      // stepped back, and the wheel follows it so that the member is filed at its own tick
+      // (rather than due at once, found not due by the rule, and filed again, every wake).
+      if (tick < wheel_.now())
+        wheel_.rewind(scale_.floor(clock_type::now()));
+    }
+    wheel_.insert(m, tick);
     if (!delivering_)
       arm();
   }
@@ -330,7 +348,7 @@ private:
   }
 
   // Files a member taken from the wheel at `now_tick` for a threshold later than now: past
-  // now_tick, even for a clock that went backwards, so that deliver() cannot meet it again.
+  // now_tick, so that deliver() cannot meet it again (the wheel's time is at most now_tick).
   void refile(member& m, const time_point& when, tick_type now_tick) noexcept {
     wheel_.insert(m, std::max(scale_.ceil(when), now_tick + 1));
   }
@@ -340,6 +358,10 @@ private:
   void deliver(const anchor& still) {
     const time_point now = clock_type::now();
     const tick_type now_tick = scale_.floor(now);
+    // A clock stepped back: members filed after now_tick are not due, however far the
+    // wheel's time went (see file()).
+    if constexpr (!Clock::is_steady)
+      wheel_.rewind(now_tick);
     for (std::size_t taken = 0; taken < members_per_run; ++taken) {
       member* due = nullptr;
       wheel_.advance(now_tick, 1,

@@ -24,14 +24,16 @@ namespace asio_wheel {
 /// Completes when nothing has happened for a given time.
 /**
  * The idle timeout of a connection, without a timer operation per read: touch() marks
- * activity with a single store, and async_wait() completes once @c timeout has elapsed
- * since the last touch(). When the wheel's deadline passes and a touch() came since, the
- * wait re-arms itself for the remainder, lazily: a connection that is busy costs one
- * wheel re-arm per timeout period, not one per read.
+ * activity with a clock read and one compare-exchange, and async_wait() completes once
+ * @c timeout has elapsed since the last touch(). When the wheel's deadline passes and a
+ * touch() came since, the wait re-arms itself for the remainder, lazily: a connection that
+ * is busy costs one wheel re-arm per timeout period, not one per read.
  *
  * @par Precision
- * Never completes before @c timeout has elapsed since the last touch(); late by at most
- * one wheel tick plus the event loop's latency.
+ * Never completes before @c timeout has elapsed since the last touch(), as read from the
+ * clock (touches from several threads keep the latest reading); late by at most one wheel
+ * tick plus the event loop's latency. On a clock that is not steady and was stepped back,
+ * the timeout counts from the latest reading before the step until the clock passes it.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n

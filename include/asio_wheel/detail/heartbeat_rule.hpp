@@ -13,10 +13,14 @@
 
 namespace asio_wheel::detail {
 
-// t + d, saturating at time_point::max(): a threshold past the clock's range never comes.
+// t + d, saturating at time_point::max() (a threshold past the clock's range never comes)
+// and at time_point::min(). The bound is moved by d, not t: max() - t overflows for a t
+// before the epoch, and clocks read negative (libstdc++'s file_clock, whose epoch is 2174).
 template <typename TimePoint>
 TimePoint saturating_add(const TimePoint& t, const typename TimePoint::duration& d) noexcept {
-  return TimePoint::max() - t < d ? TimePoint::max() : t + d;
+  if (d >= TimePoint::duration::zero())
+    return t > TimePoint::max() - d ? TimePoint::max() : t + d;
+  return t < TimePoint::min() - d ? TimePoint::min() : t + d;
 }
 
 // When a quiet peer is pinged and dropped, shared by heartbeat (one wait per connection) and

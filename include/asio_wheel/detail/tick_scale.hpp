@@ -16,9 +16,15 @@
 namespace asio_wheel::detail {
 
 // Maps a clock's time points to the integer ticks of a timing wheel: ticks of a fixed length,
-// counted from an origin. Expiries round up (a deadline never maps to a tick before it: never
-// early), the current time rounds down, and every time point from the origin to
-// time_point::max() maps without overflow.
+// with a boundary at a given time point (the wheel's creation, so that a wait of one tick
+// from then takes one tick). Expiries round up (a deadline never maps to a tick before it:
+// never early), the current time rounds down, and every time point of the clock, from
+// time_point::min() to time_point::max(), maps exactly and without overflow.
+//
+// The whole range, and not only what follows the wheel's creation: a clock that is not
+// steady may be stepped back to before it, and a reading clamped to the first tick would be
+// later than the clock, so that a wait due by the ticks would not be due by the clock. Tick 0
+// is the part-tick from time_point::min() to the first boundary; 64 bits count the rest.
 template <typename Clock>
 class tick_scale {
 public:
@@ -28,46 +34,50 @@ public:
   tick_scale() noexcept = default;
 
   // Precondition: tick > 0.
-  tick_scale(duration tick, time_point origin) noexcept
-      : tick_(tick), origin_(origin),
-        max_tick_(since_origin(time_point::max()) / static_cast<std::uint64_t>(tick.count())) {}
+  tick_scale(duration tick, time_point boundary) noexcept
+      : tick_(tick), n_(static_cast<std::uint64_t>(tick.count())),
+        shift_((n_ - offset(boundary) % n_) % n_), max_tick_(floor(time_point::max())) {}
 
   duration tick() const noexcept { return tick_; }
 
-  // Rounds up, so that an expiry never maps to a tick before it.
+  // Rounds up, so that an expiry never maps to a tick before it: the first tick that begins
+  // at or after t (tick 0 begins at time_point::min()).
   tick_type ceil(const time_point& t) const noexcept {
-    if (t <= origin_)
-      return 0;
-    const std::uint64_t d = since_origin(t);
-    const auto n = static_cast<std::uint64_t>(tick_.count());
-    return d / n + (d % n != 0 ? 1 : 0);
+    const std::uint64_t d = offset(t);
+    return d == 0 ? 0 : floor(t) + ((d % n_ + shift_) % n_ != 0 ? 1 : 0);
   }
 
-  // Rounds down: the last tick that has fully begun.
+  // Rounds down: the last tick that has begun.
   tick_type floor(const time_point& t) const noexcept {
-    return t <= origin_ ? 0 : since_origin(t) / static_cast<std::uint64_t>(tick_.count());
+    // (d + shift_) / n_, without overflowing 64 bits.
+    const std::uint64_t d = offset(t);
+    return d / n_ + (d % n_ + shift_ >= n_ ? 1 : 0);
   }
 
   // The first instant of `tick`; time_point::max() for ticks beyond the clock's range.
   time_point time_of(tick_type tick) const noexcept {
     if (tick > max_tick_)
       return time_point::max();
-    const std::uint64_t t = static_cast<std::uint64_t>(origin_.time_since_epoch().count()) +
-                            tick * static_cast<std::uint64_t>(tick_.count());
-    return time_point(duration(static_cast<typename duration::rep>(t)));
+    // tick * n_ - shift_ is at most offset(max()): computed modulo 2^64, it is exact.
+    const std::uint64_t d = tick == 0 ? 0 : tick * n_ - shift_;
+    const std::uint64_t min =
+        static_cast<std::uint64_t>(time_point::min().time_since_epoch().count());
+    return time_point(duration(static_cast<typename duration::rep>(min + d)));
   }
 
 private:
-  // Unsigned distance from the origin: exact for every time point after it, whatever the
-  // sign of the clock's epoch.
-  std::uint64_t since_origin(const time_point& t) const noexcept {
+  // Unsigned distance from time_point::min(): exact for every time point, whatever the sign
+  // of the clock's representation.
+  static std::uint64_t offset(const time_point& t) noexcept {
     return static_cast<std::uint64_t>(t.time_since_epoch().count()) -
-           static_cast<std::uint64_t>(origin_.time_since_epoch().count());
+           static_cast<std::uint64_t>(time_point::min().time_since_epoch().count());
   }
 
   duration tick_{1};
-  time_point origin_{};
-  // The largest tick that time_of() can represent.
+  std::uint64_t n_ = 1;
+  // Boundaries are where offset(t) + shift_ is a multiple of n_ (shift_ < n_).
+  std::uint64_t shift_ = 0;
+  // The tick of time_point::max(): the largest tick that time_of() can represent.
   tick_type max_tick_ = 0;
 };
 

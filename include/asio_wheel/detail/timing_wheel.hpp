@@ -51,6 +51,11 @@
 // already in the past is treated as due at the current tick and expires on the next
 // advance(), after entries already due at that tick.
 //
+// Rewind. Time moves forward only through advance(); rewind(now) moves it back, for a clock
+// stepped back, so that deadlines behind the old time but ahead of the clock are filed at
+// their own tick. It re-files the levels below the highest digit that changed, and with
+// them every effective deadline becomes max(deadline, new time).
+//
 // Bounded cascades. Re-filing a slot is O(its entries), and an upper slot can hold a large
 // share of all entries. With set_cascade_limit(n), advance() moves at most n entries per
 // call and returns false with the slot partly re-filed; the next call finishes that slot
@@ -204,6 +209,42 @@ public:
     }
     elapsed_ = now;
     return true;
+  }
+
+  // Moves time back to `now`, for a clock that went backwards: deadlines between `now` and
+  // the old time can then be filed at their own tick, instead of counting as due at once
+  // (see insert). Only the levels below the highest base-64 digit in which the two times
+  // differ are re-filed: above it, every entry is placed the same for both. O(entries on
+  // those levels + their slots); nothing for a `now` not before now(). Order is kept: the
+  // entries are taken in the order they would expire, and re-filed in that order.
+  void rewind(tick_type now) noexcept {
+    if (now >= elapsed_)
+      return;
+    const tick_type differ = (elapsed_ ^ now) | (slots_per_level - 1);
+    const unsigned top = static_cast<unsigned>(63 - std::countl_zero(differ)) / slot_bits;
+    // Chained through next_, level by level, slot by slot: every entry of a level expires
+    // before those of the next, and a level's slots come due in increasing order.
+    wheel_node* chain = nullptr;
+    wheel_node** tail = &chain;
+    for (unsigned level = 0; level <= top; ++level) {
+      while (occupied_[level] != 0) {
+        const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+        slot_list& list = slots_[level * slots_per_level + index];
+        *tail = list.first;
+        tail = &list.last->next_;
+        list.first = list.last = nullptr;
+        occupied_[level] &= ~(tick_type{1} << index);
+      }
+    }
+    // A slot being re-filed is on one of those levels: its first tick is elapsed_, so its
+    // digits below its level are zero, and a time before it differs at or above that level.
+    partial_ = no_slot;
+    elapsed_ = now;
+    while (chain != nullptr) {
+      wheel_node& node = *chain;
+      chain = node.next_;
+      link(node, node.deadline_ < elapsed_ ? elapsed_ : node.deadline_);
+    }
   }
 
   // Unlinks every entry, calling `on_remove(wheel_node&)` for each after it is unlinked, in

@@ -34,6 +34,13 @@
 // If a handler throws, the rest of the batch is queued for the next drain before the
 // exception leaves run(), so nothing is lost.
 //
+// Clocks. A wait completes only once its expiry has passed by its own clock. The wheel's
+// time (the last tick it reached) never goes back, so for a steady clock it is a lower bound
+// of the clock and "the wheel has reached the deadline" suffices. A clock that is not steady
+// can be stepped back behind it: then the clock is read again before anything is judged due,
+// and the wheel is moved back to it (timing_wheel::rewind), so that waits are filed at their
+// own ticks and the driver, an Asio timer on the same clock, sleeps until they come.
+//
 // Shutdown. shutdown() destroys every pending handler without calling it, and the driver
 // timer while Asio's timer service and reactor are still alive: services are shut down
 // before any is destroyed, and those may be destroyed before this one.
@@ -208,14 +215,14 @@ public:
       return;
     }
     // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
-    // expiry behind the wheel's last tick has certainly passed: the wait completes without
-    // the wheel or the driver.
+    // expiry that has passed completes without the wheel or the driver.
     const bool joins = entry.head_ != nullptr;
     const tick_type deadline = scale_.ceil(expiry);
-    const bool past = !joins && deadline <= wheel_->now();
+    bool past = false;
     // Whatever may throw comes before any change, so that then the wait is only destroyed.
     std::optional<spare_block> spare;
     try {
+      past = !joins && due(deadline);
       if (!driver_)
         start(io_ex);
       if (past)
@@ -272,7 +279,7 @@ public:
     if (entry.head_ == nullptr)
       return;
     const tick_type deadline = scale_.ceil(expiry);
-    if (deadline <= wheel_->now()) {
+    if (due(deadline)) {
       detach_all(entry, false);
       return;
     }
@@ -427,14 +434,33 @@ private:
     }
   }
 
-  // Origin and wheel restart at the current time: ticks count from there.
+  // The ticks have a boundary, and the wheel starts, at the current time.
   void reset_time(duration tick) {
-    scale_ = tick_scale<Clock>(tick, Clock::now());
-    wheel_.emplace(0);
+    const time_point now = Clock::now();
+    scale_ = tick_scale<Clock>(tick, now);
+    wheel_.emplace(scale_.floor(now));
     wheel_->set_cascade_limit(cascade_budget);
   }
 
   // --- Everything below runs with mutex_ held. ---
+
+  // Whether a wait for `deadline` is due now. The wheel's time never goes back: for a steady
+  // clock it is never ahead of the clock, so a deadline it has reached has passed, and no
+  // clock read is needed. A clock that is not steady may have been stepped back behind the
+  // wheel (system_clock after an NTP step), and then the wheel's time says nothing: the clock
+  // decides, as Asio's timer queue compares with Clock::now(), and the wheel follows it back
+  // so that the deadline can be filed at its own tick.
+  bool due(tick_type deadline) {
+    if (deadline > wheel_->now())
+      return false;
+    if constexpr (Clock::is_steady) {
+      return true;
+    } else {
+      const tick_type now = scale_.floor(Clock::now());
+      wheel_->rewind(now);
+      return deadline <= now;
+    }
+  }
 
   // A block for a wait that must leave its timer's inline storage, taken before anything
   // changes, so that running out of memory leaves the wait where it was.
@@ -645,6 +671,11 @@ private:
 
   void expire(std::unique_lock<futex_mutex>& lock) {
     const tick_type now = scale_.floor(Clock::now());
+    // A clock stepped back (see due()): what the wheel holds for ticks after `now` is not due,
+    // however far the wheel's time went; an entry re-filed below lands after `now`, so this
+    // turn cannot meet it again.
+    if constexpr (!Clock::is_steady)
+      wheel_->rewind(now);
     wait_op* head = nullptr;
     wait_op** tail = &head;
     // noexcept: the entry has left the wheel, so running out of memory for the block of
