@@ -53,6 +53,7 @@
 #include <asio/execution_context.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/query.hpp>
 #include <asio/strand.hpp>
 #include <asio/system_context.hpp>
 #include <asio/thread_pool.hpp>
@@ -374,12 +375,12 @@ private:
       return kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor,
                             asio::strand<io>, asio::strand<io_tracked>, asio::strand<pool>,
                             asio::strand<pool_tracked>, asio::strand<asio::any_io_executor>>(ex);
-    } else if constexpr (asio::execution::is_executor<Executor>::value) {
+    } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value) {
       return kind_of_context(asio::query(ex, asio::execution::context));
     } else if constexpr (requires { ex.context(); }) {
       return kind_of_context(ex.context()); // a Networking TS executor (io_context::strand)
     } else {
-      return {};
+      return {}; // use_future's executor, for one, has no context
     }
   }
 
