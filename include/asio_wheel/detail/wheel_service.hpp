@@ -180,8 +180,6 @@ public:
     using handler_type = std::decay_t<Handler>;
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto ex = asio::get_associated_executor(handler, io_ex);
-    if (!home_found_.load(std::memory_order_acquire))
-      find_home(io_ex, ex);
 
     // Emplaced before the op is built, so that a throwing emplace leaks nothing; until the
     // op is linked below, the handler has nothing to cancel.
@@ -223,7 +221,7 @@ public:
     std::optional<spare_block> spare;
     try {
       if (!driver_)
-        start();
+        start(io_ex, ex);
       if (past)
         spare.emplace(entry.holds(op));
       else if (!joins)
@@ -402,15 +400,16 @@ private:
     return {};
   }
 
-  // Before the first wait on this context is built: chooses the executor that the driver
-  // and the drains will run on, the context's own plain executor, as Asio's timer service
-  // completes on its context's scheduler. Never the timer's or the handler's executor, which
-  // may be a strand or a user's executor: the driver and every batch would run inside it,
-  // serializing the handlers of unrelated timers with its own (and blocking one that waits
-  // on work posted to it). Strong guarantee.
+  // At the first wait on this context (or the first is_home() question, see there), with
+  // mutex_ held, once: chooses the executor that the driver and the drains will run on, the
+  // context's own plain executor, as Asio's timer service completes on its context's
+  // scheduler. Never the timer's or the handler's executor, which may be a strand or a
+  // user's executor: the driver and every batch would run inside it, serializing the
+  // handlers of unrelated timers with its own (and blocking one that waits on work posted to
+  // it). Strong guarantee. Out of line: it runs once per context, and inlined it would cost
+  // every wait's start its inlining budget (callgrind_ops counts it).
   template <typename IoExecutor, typename Executor>
-  void find_home(const IoExecutor& io_ex, const Executor& ex) {
-    std::lock_guard lock(mutex_);
+  [[gnu::cold, gnu::noinline]] void find_home(const IoExecutor& io_ex, const Executor& ex) {
     if (home_found_.load(std::memory_order_relaxed))
       return;
     context_kind kind = kind_of(io_ex);
@@ -418,7 +417,7 @@ private:
       kind = kind_of(ex);
     if (kind.io != nullptr) {
       home_ = kind.io->get_executor();
-      home_context_ = kind.io;
+      home_context_.store(kind.io, std::memory_order_release);
     } else if (kind.pool != nullptr) {
       home_ = kind.pool->get_executor();
     } else if (kind.system != nullptr) {
@@ -435,9 +434,14 @@ private:
     home_found_.store(true, std::memory_order_release);
   }
 
-  // First wait on this context: the driver, on home_. Created here rather than in the
-  // constructor so that a context that never waits has no timer.
-  void start() { driver_.emplace(home_); }
+  // First wait on this context, with mutex_ held: the home, if no is_home() question found
+  // it yet, and the driver on it. Created here rather than in the constructor so that a
+  // context that never waits has no timer; out of line, as find_home().
+  template <typename IoExecutor, typename Executor>
+  [[gnu::cold, gnu::noinline]] void start(const IoExecutor& io_ex, const Executor& ex) {
+    find_home(io_ex, ex);
+    driver_.emplace(home_);
+  }
 
   static long long to_ns(duration d) {
     return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
@@ -448,7 +452,7 @@ private:
   // allows blocking.possibly. Work tracking and the continuation hint do not matter for a
   // direct call; Asio's composed operations, for one, carry the work-tracking variant.
   template <typename Executor>
-  bool is_home(const Executor& ex) noexcept {
+  bool is_home(const Executor& ex) {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
       // The template Bits of io_context::basic_executor_type: 4 is outstanding_work.tracked
       // (detail::io_context_bits); blocking.never is a run-time bit, checked in is_home_io.
@@ -459,16 +463,36 @@ private:
   }
 
   template <std::uintptr_t Bits>
-  bool is_home_any(const asio::any_io_executor& ex) noexcept {
+  bool is_home_any(const asio::any_io_executor& ex) {
     using target = asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
     const target* io = target_if<target>(ex);
     return io != nullptr && is_home_io(*io);
   }
 
   template <typename Allocator, std::uintptr_t Bits>
-  bool is_home_io(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) noexcept {
-    return &ex.context() == home_context_ &&
-           asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
+  [[gnu::always_inline]] bool
+  is_home_io(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
+    // Relaxed: the answer is the pointer itself; nothing else of the home is read here.
+    asio::io_context* const home = home_context_.load(std::memory_order_relaxed);
+    if (&ex.context() != home) {
+      if (home != nullptr || home_found_.load(std::memory_order_relaxed) ||
+          find_home_from(ex) != &ex.context())
+        return false;
+    }
+    return asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
+  }
+
+  // The first wait's handler is bound to an io_context's executor, before the driver has a
+  // home: if it is this context's, that is the home. The answer is needed before the wait is
+  // built (it decides how its handler is called), so it cannot wait for start().
+  template <typename Allocator, std::uintptr_t Bits>
+  [[gnu::cold, gnu::noinline]] asio::io_context*
+  find_home_from(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
+    if (&static_cast<asio::execution_context&>(ex.context()) != &this->context())
+      return nullptr; // another context's: the timer's own executor will tell, in start()
+    std::lock_guard lock(mutex_);
+    find_home(ex, ex);
+    return home_context_.load(std::memory_order_relaxed);
   }
 
   // Anything else is dispatched: a strand (its handlers must not overlap), a legacy
@@ -793,8 +817,11 @@ private:
     for (bool first = true; list != nullptr; first = false) {
       // io_context::stop() from a handler of the batch: run() must return after that
       // handler, as it would with one scheduler operation per handler. The rest waits.
-      if (!first && home_context_ != nullptr && home_context_->stopped())
-        return;
+      if (!first) {
+        asio::io_context* const home = home_context_.load(std::memory_order_relaxed);
+        if (home != nullptr && home->stopped())
+          return;
+      }
       wait_op* op = list;
       list = op->next_;
       op->complete(true);
@@ -821,18 +848,19 @@ private:
   // by shutdown(). Declared before home_ and driver_, which refer to it, so that it
   // outlives them.
   std::optional<asio::thread_pool> own_thread_;
-  // Set, once, by find_home(), with home_, home_context_ and own_thread_, which do not
-  // change after: read without the lock to tell whether a handler's executor is home.
+  // Set, once, by find_home(), after home_, home_context_ and own_thread_, which do not
+  // change after; read without the lock by is_home().
   std::atomic<bool> home_found_{false};
-  // Guards every member below, the timer_entry lists, and wait_op links (and the four
-  // above until home_found_ is set).
+  // The io_context behind home_, if it is one: handlers bound to its plain executor are
+  // called directly from the drains, and its stop() interrupts a batch. Set once, by
+  // find_home(); read without the lock by is_home() and run().
+  std::atomic<asio::io_context*> home_context_{nullptr};
+  // Guards every member below, the timer_entry lists, and wait_op links (and the members
+  // above, until home_found_ is set).
   mutable futex_mutex mutex_;
   // The executor the driver and drain handlers run on: the context's own plain executor
   // (untracked, not a strand), or own_thread_'s.
   asio::any_io_executor home_;
-  // The io_context behind home_, if it is one: handlers bound to its plain executor are
-  // called directly from the drains, and its stop() interrupts a batch.
-  asio::io_context* home_context_ = nullptr;
   // Tick length and the instant of tick 0 of wheel_.
   tick_scale<Clock> scale_;
   // Re-created by set_tick() (only while empty), hence optional.
