@@ -15,7 +15,9 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
+#include <asio/execution.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/query.hpp>
 #include <asio/wait_traits.hpp>
 
 #include <chrono>
@@ -105,8 +107,7 @@ public:
    * for any asynchronous operations performed on the timer.
    */
   explicit basic_wheel_timer(const executor_type& ex)
-      : service_(&asio::use_service<service_type>(asio::query(ex, asio::execution::context))),
-        executor_(ex) {}
+      : service_(&asio::use_service<service_type>(context_of(ex))), executor_(ex) {}
 
   /// Constructor.
   /**
@@ -404,6 +405,16 @@ private:
   void release() {
     if (std::exchange(entry_.might_be_filed_, false))
       service_->release(entry_);
+  }
+
+  // The execution context of a standard executor, or of a Networking TS one (such as the
+  // legacy io_context::strand), which has no properties to query; Asio's I/O objects accept
+  // both.
+  static asio::execution_context& context_of(const executor_type& ex) {
+    if constexpr (asio::execution::is_executor<executor_type>::value)
+      return asio::query(ex, asio::execution::context);
+    else
+      return ex.context();
   }
 
   // Asio's saturating time_point + duration.

@@ -88,6 +88,27 @@ private:
 // plus a handler of two pointers, such as most lambdas and every coroutine handler.
 inline constexpr std::size_t inline_op_size = 56;
 
+// A completed wait's handler and result, as the nullary function that a tracked_executor
+// hands to dispatch(). It speaks for the handler's associated allocator, so that whatever
+// the executor allocates to queue it (a strand's operation, a pool's) comes from there, as
+// with Asio's own operations.
+template <typename Handler>
+class bound_completion {
+public:
+  using allocator_type = asio::associated_allocator_t<Handler>;
+
+  bound_completion(Handler&& handler, const asio::error_code& ec)
+      : handler_(std::move(handler)), ec_(ec) {}
+
+  allocator_type get_allocator() const noexcept { return asio::get_associated_allocator(handler_); }
+
+  void operator()() { std::move(handler_)(ec_); }
+
+private:
+  Handler handler_;
+  asio::error_code ec_;
+};
+
 // The executor a handler must complete on, kept with outstanding work when it is not the
 // wheel's own context executor (Asio's rule: a pending wait keeps the handler's executor
 // busy).
@@ -99,7 +120,7 @@ public:
 
   template <typename Handler>
   void complete(Handler&& handler, const asio::error_code& ec) {
-    asio::dispatch(executor_, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+    asio::dispatch(executor_, bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
   }
 
 private:
@@ -108,7 +129,8 @@ private:
       executor_;
 };
 
-// Networking TS style executors (no properties) keep work through a work guard.
+// Networking TS style executors (no properties, such as the legacy io_context::strand) keep
+// work through a work guard.
 template <typename Executor>
 class tracked_executor<Executor, std::enable_if_t<!asio::execution::is_executor<Executor>::value>> {
 public:
@@ -117,7 +139,7 @@ public:
   template <typename Handler>
   void complete(Handler&& handler, const asio::error_code& ec) {
     asio::dispatch(guard_.get_executor(),
-                   [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+                   bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
   }
 
 private:

@@ -29,8 +29,10 @@
 // batches never point into a timer object that its owner may destroy.
 //
 // Completions. Waits that expire in one driver turn, or are aborted before the next drain,
-// are completed in one batch from a single handler on the context: a handler whose executor
-// is the context's own is called directly from it, any other is dispatched to its executor.
+// are completed in one batch from a single handler on the context's own plain executor
+// (never a strand or a user's executor, whatever the timers were made with): a handler whose
+// executor is that io_context's is called directly from it, any other is dispatched to its
+// executor.
 // If a handler throws, the rest of the batch is queued for the next drain before the
 // exception leaves run(), so nothing is lost.
 //
@@ -58,7 +60,9 @@
 #include <asio/execution_context.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/query.hpp>
 #include <asio/strand.hpp>
+#include <asio/system_context.hpp>
 #include <asio/thread_pool.hpp>
 
 #include <atomic>
@@ -224,7 +228,7 @@ public:
     try {
       past = !joins && due(deadline);
       if (!driver_)
-        start(io_ex);
+        start(io_ex, ex);
       if (past)
         spare.emplace(entry.holds(op));
       else if (!joins)
@@ -339,36 +343,110 @@ private:
     wheel_service* service_;
   };
 
-  // The plain executor of the context behind `ex`, on which the driver and drain handlers
-  // run. Strands and work-tracking properties are peeled off, so that handlers bound to the
-  // context's own executor can be called directly from those handlers.
+  // The context behind an executor, as the kind of context it is, when that can be told
+  // from the executor's type: every standard executor names its context's type in its
+  // context query (strands and property variants forward it), and a type-erased
+  // any_io_executor is looked into for the targets Asio itself makes.
+  struct context_kind {
+    asio::io_context* io = nullptr;
+    asio::thread_pool* pool = nullptr;
+    asio::system_context* system = nullptr;
+    explicit operator bool() const noexcept { return io || pool || system; }
+  };
+
+  template <typename Context>
+  context_kind kind_of_context(Context& context) noexcept {
+    context_kind kind;
+    if (&static_cast<asio::execution_context&>(context) != &this->context())
+      return kind; // a handler's executor on another context says nothing of this one
+    if constexpr (std::is_base_of_v<asio::io_context, Context>)
+      kind.io = &context;
+    else if constexpr (std::is_base_of_v<asio::thread_pool, Context>)
+      kind.pool = &context;
+    else if constexpr (std::is_base_of_v<asio::system_context, Context>)
+      kind.system = &context;
+    return kind;
+  }
+
   template <typename Executor>
-  static asio::any_io_executor context_executor(const Executor& ex) {
+  context_kind kind_of(const Executor& ex) noexcept {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      if (const auto* io = target_if<asio::io_context::executor_type>(ex))
-        return io->context().get_executor();
-      if (const auto* s = target_if<asio::strand<asio::io_context::executor_type>>(ex))
-        return s->get_inner_executor().context().get_executor();
-      if (const auto* s = target_if<asio::strand<asio::any_io_executor>>(ex))
-        return context_executor(s->get_inner_executor());
-      if (const auto* pool = target_if<asio::thread_pool::executor_type>(ex))
-        return pool->context().get_executor();
-      return asio::prefer(ex, asio::execution::outstanding_work.untracked);
-    } else if constexpr (requires { ex.get_inner_executor(); }) {
-      return context_executor(asio::any_io_executor(ex.get_inner_executor()));
+      using io = asio::io_context::executor_type;
+      using io_tracked = std::decay_t<decltype(asio::prefer(
+          std::declval<const io&>(), asio::execution::outstanding_work.tracked))>;
+      using pool = asio::thread_pool::executor_type;
+      using pool_tracked = std::decay_t<decltype(asio::prefer(
+          std::declval<const pool&>(), asio::execution::outstanding_work.tracked))>;
+      return kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor,
+                            asio::strand<io>, asio::strand<io_tracked>, asio::strand<pool>,
+                            asio::strand<pool_tracked>, asio::strand<asio::any_io_executor>>(ex);
+    } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value) {
+      return kind_of_context(asio::query(ex, asio::execution::context));
+    } else if constexpr (requires { ex.context(); }) {
+      return kind_of_context(ex.context()); // a Networking TS executor (io_context::strand)
     } else {
-      return context_executor(asio::any_io_executor(ex));
+      return {}; // use_future's executor, for one, has no context
     }
   }
 
-  // First wait on this context: bind the driver to the context's executor. Created here
-  // rather than in the constructor because a service is constructed from the bare
-  // execution_context, which does not say what kind of context it is.
-  template <typename Executor>
-  void start(const Executor& io_ex) {
-    home_ = context_executor(io_ex);
-    if (const auto* io = target_if<asio::io_context::executor_type>(home_))
-      home_context_ = &io->context();
+  template <typename... Targets>
+  context_kind kind_of_target(const asio::any_io_executor& ex) noexcept {
+    context_kind kind;
+    ((kind = kind ? kind : kind_of_target_if<Targets>(ex)), ...);
+    return kind;
+  }
+
+  template <typename Target>
+  context_kind kind_of_target_if(const asio::any_io_executor& ex) noexcept {
+    if (const Target* target = target_if<Target>(ex)) {
+      if constexpr (requires { target->get_inner_executor(); })
+        return kind_of(target->get_inner_executor());
+      else
+        return kind_of(*target);
+    }
+    return {};
+  }
+
+  // At the first wait on this context (or the first is_home() question, see there), with
+  // mutex_ held, once: chooses the executor that the driver and the drains will run on, the
+  // context's own plain executor, as Asio's timer service completes on its context's
+  // scheduler. Never the timer's or the handler's executor, which may be a strand or a
+  // user's executor: the driver and every batch would run inside it, serializing the
+  // handlers of unrelated timers with its own (and blocking one that waits on work posted to
+  // it). Strong guarantee. Out of line: it runs once per context, and inlined it would cost
+  // every wait's start its inlining budget (callgrind_ops counts it).
+  template <typename IoExecutor, typename Executor>
+  [[gnu::cold, gnu::noinline]] void find_home(const IoExecutor& io_ex, const Executor& ex) {
+    if (home_found_.load(std::memory_order_relaxed))
+      return;
+    context_kind kind = kind_of(io_ex);
+    if (!kind)
+      kind = kind_of(ex);
+    if (kind.io != nullptr) {
+      home_ = kind.io->get_executor();
+      home_context_.store(kind.io, std::memory_order_release);
+    } else if (kind.pool != nullptr) {
+      home_ = kind.pool->get_executor();
+    } else if (kind.system != nullptr) {
+      home_ = kind.system->get_executor();
+    } else {
+      // A context of a kind unknown here (or an io_context seen only through a user's
+      // executor, type-erased) has no executor that can be named from it. Asio's timer
+      // service, there, runs a scheduler on a thread of its own in the context; the wheel
+      // runs a one-thread pool. Its waits complete on their handlers' executors, which keep
+      // the work, so nothing of the context's own run() changes.
+      own_thread_.emplace(1);
+      home_ = own_thread_->get_executor();
+    }
+    home_found_.store(true, std::memory_order_release);
+  }
+
+  // First wait on this context, with mutex_ held: the home, if no is_home() question found
+  // it yet, and the driver on it. Created here rather than in the constructor so that a
+  // context that never waits has no timer; out of line, as find_home().
+  template <typename IoExecutor, typename Executor>
+  [[gnu::cold, gnu::noinline]] void start(const IoExecutor& io_ex, const Executor& ex) {
+    find_home(io_ex, ex);
     driver_.emplace(home_);
   }
 
@@ -377,11 +455,11 @@ private:
   }
 
   // True when a handler on `ex` may be called directly from the service's own handlers:
-  // `ex` is an executor of this very io_context that allows blocking.possibly, which is
-  // what those handlers run on. Work tracking and the continuation hint do not matter for a
+  // `ex` is an executor of the io_context that those handlers run on (home_context_), and
+  // allows blocking.possibly. Work tracking and the continuation hint do not matter for a
   // direct call; Asio's composed operations, for one, carry the work-tracking variant.
   template <typename Executor>
-  bool is_home(const Executor& ex) noexcept {
+  bool is_home(const Executor& ex) {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
       // The template Bits of io_context::basic_executor_type: 4 is outstanding_work.tracked
       // (detail::io_context_bits); blocking.never is a run-time bit, checked in is_home_io.
@@ -392,27 +470,54 @@ private:
   }
 
   template <std::uintptr_t Bits>
-  bool is_home_any(const asio::any_io_executor& ex) noexcept {
+  bool is_home_any(const asio::any_io_executor& ex) {
     using target = asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
     const target* io = target_if<target>(ex);
     return io != nullptr && is_home_io(*io);
   }
 
-  template <typename Executor>
-  bool is_home_io(const Executor& ex) noexcept {
-    if constexpr (requires {
-                    ex.context();
-                    ex.running_in_this_thread();
-                  }) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(ex.context())>, asio::io_context>) {
-        return &static_cast<asio::execution_context&>(ex.context()) == &this->context() &&
-               asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
-      }
+  template <typename Allocator, std::uintptr_t Bits>
+  [[gnu::always_inline]] bool
+  is_home_io(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
+    // Relaxed: the answer is the pointer itself; nothing else of the home is read here.
+    asio::io_context* const home = home_context_.load(std::memory_order_relaxed);
+    if (&ex.context() != home) {
+      if (home != nullptr || home_found_.load(std::memory_order_relaxed) ||
+          find_home_from(ex) != &ex.context())
+        return false;
     }
+    return asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
+  }
+
+  // The first wait's handler is bound to an io_context's executor, before the driver has a
+  // home: if it is this context's, that is the home. The answer is needed before the wait is
+  // built (it decides how its handler is called), so it cannot wait for start().
+  template <typename Allocator, std::uintptr_t Bits>
+  [[gnu::cold, gnu::noinline]] asio::io_context*
+  find_home_from(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
+    if (&static_cast<asio::execution_context&>(ex.context()) != &this->context())
+      return nullptr; // another context's: the timer's own executor will tell, in start()
+    std::lock_guard lock(mutex_);
+    find_home(ex, ex);
+    return home_context_.load(std::memory_order_relaxed);
+  }
+
+  // Anything else is dispatched: a strand (its handlers must not overlap), a legacy
+  // io_context::strand, another context's executor, or a user's executor, even one that
+  // posts into this context (it may do more than post: count, serialize, log).
+  template <typename Executor>
+  static bool is_home_io(const Executor&) noexcept {
     return false;
   }
 
   void shutdown() override {
+    // The wheel's own thread (see find_home()) may be in a driver turn or a drain: it finishes
+    // that, without the lock held here, and runs nothing more. What it had queued is
+    // destroyed with its pool, below.
+    if (own_thread_) {
+      own_thread_->stop();
+      own_thread_->join();
+    }
     wait_op* list = nullptr;
     {
       std::lock_guard lock(mutex_);
@@ -432,6 +537,7 @@ private:
       list = op->next_;
       op->complete(false);
     }
+    own_thread_.reset();
   }
 
   // The ticks have a boundary, and the wheel starts, at the current time.
@@ -742,8 +848,11 @@ private:
     for (bool first = true; list != nullptr; first = false) {
       // io_context::stop() from a handler of the batch: run() must return after that
       // handler, as it would with one scheduler operation per handler. The rest waits.
-      if (!first && home_context_ != nullptr && home_context_->stopped())
-        return;
+      if (!first) {
+        asio::io_context* const home = home_context_.load(std::memory_order_relaxed);
+        if (home != nullptr && home->stopped())
+          return;
+      }
       wait_op* op = list;
       list = op->next_;
       op->complete(true);
@@ -766,12 +875,23 @@ private:
     }
   }
 
-  // Guards every member below, the timer_entry lists, and wait_op links.
+  // Only for a context of a kind find_home() cannot tell: the thread home_ runs on. Stopped
+  // by shutdown(). Declared before home_ and driver_, which refer to it, so that it
+  // outlives them.
+  std::optional<asio::thread_pool> own_thread_;
+  // Set, once, by find_home(), after home_, home_context_ and own_thread_, which do not
+  // change after; read without the lock by is_home().
+  std::atomic<bool> home_found_{false};
+  // The io_context behind home_, if it is one: handlers bound to its plain executor are
+  // called directly from the drains, and its stop() interrupts a batch. Set once, by
+  // find_home(); read without the lock by is_home() and run().
+  std::atomic<asio::io_context*> home_context_{nullptr};
+  // Guards every member below, the timer_entry lists, and wait_op links (and the members
+  // above, until home_found_ is set).
   mutable futex_mutex mutex_;
-  // The executor the driver and drain handlers run on: the context's own. Set by start().
+  // The executor the driver and drain handlers run on: the context's own plain executor
+  // (untracked, not a strand), or own_thread_'s.
   asio::any_io_executor home_;
-  // The io_context behind home_, if it is one: its stop() interrupts a batch.
-  asio::io_context* home_context_ = nullptr;
   // Tick length and the instant of tick 0 of wheel_.
   tick_scale<Clock> scale_;
   // Re-created by set_tick() (only while empty), hence optional.
