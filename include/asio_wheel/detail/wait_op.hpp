@@ -210,7 +210,8 @@ private:
         allocator_type alloc(self->allocator_);
         Completion completion(std::move(self->completion_));
         Handler handler(std::move(self->handler_));
-        const asio::error_code ec = self->result();
+        // Only a wait queued to complete has its result set (it shares prev_'s word).
+        const asio::error_code ec = what == action::invoke ? self->result() : asio::error_code();
         self->~wait_handler_op();
         std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
         if (what == action::invoke)
