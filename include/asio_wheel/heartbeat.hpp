@@ -103,7 +103,10 @@ public:
   /**
    * @par Completion Signature
    * @code void(asio::error_code, event) @endcode
-   * On operation_aborted the event is meaningless.
+   * On an error the event is meaningless: operation_aborted on cancel() or destruction;
+   * asio::error::no_memory if, touched since it was armed, the wait could not wait again for
+   * want of memory (only a handler too large to live in the timer, more than two pointers,
+   * needs any).
    *
    * @par Per-Operation Cancellation
    * terminal, partial and total cancellation abort the wait.
@@ -159,8 +162,10 @@ private:
       self.pinged_for_ = last;
       std::move(h.handler())(asio::error_code(), event::ping);
       return;
-    case rule::step::wait:
-      self.arm(std::move(h)); // touched since: the thresholds moved
+    case rule::step::wait: // touched since: the thresholds moved
+      if (!self.rewait_until(
+              rule::next_threshold(self.options_, self.activity_.last(), self.pinged_for_), h))
+        std::move(h.handler())(asio::error_code(asio::error::no_memory), event::drop);
       return;
     }
   }

@@ -71,8 +71,11 @@ namespace asio_wheel {
  * context's run(); the group goes on.
  *
  * @par Memory exhaustion
- * Arming the group's one wait can throw std::bad_alloc (from watch(), or out of run() after
- * a run of the handler). The group then has no wait until the next watch() arms it.
+ * The group's one wait lives in its timer, so re-arming it after a run of the handler
+ * allocates nothing. watch() can throw std::bad_alloc: on the context's first wait, or when
+ * the wait, armed for later, must make way for an earlier one and cannot get the block it
+ * moves to. The member is then left as it was (unwatched if it was not watched), and the
+ * wait stays armed as it was.
  *
  * @par Precision
  * Never reports a threshold before it has passed since the last touch(); late by at most

@@ -86,11 +86,14 @@ public:
 
   /// Changes the idle timeout; a pending wait follows the new value without being aborted.
   /**
-   * @throws std::invalid_argument if @c timeout is not positive.
+   * @throws std::invalid_argument if @c timeout is not positive; std::bad_alloc if the new
+   * timeout has already passed and the pending wait, living in the timer, cannot get the
+   * block it moves to. Either way nothing changed.
    */
   void set_timeout(const duration& timeout) {
-    timeout_ = checked(timeout);
-    detail::timer_access::retarget(this->timer_, this->activity_.after(timeout_));
+    const duration checked_timeout = checked(timeout);
+    detail::timer_access::retarget(this->timer_, this->activity_.after(checked_timeout));
+    timeout_ = checked_timeout;
   }
 
   /// Waits until the connection has been idle for the timeout.
@@ -98,7 +101,9 @@ public:
    * @par Completion Signature
    * @code void(asio::error_code) @endcode
    * Success once @c timeout has elapsed since the last touch();
-   * asio::error::operation_aborted on cancel() or destruction.
+   * asio::error::operation_aborted on cancel() or destruction; asio::error::no_memory if,
+   * touched since it was armed, the wait could not wait again for want of memory (only a
+   * handler too large to live in the timer, more than two pointers, needs any).
    *
    * @par Per-Operation Cancellation
    * terminal, partial and total cancellation abort the wait.
@@ -135,7 +140,9 @@ private:
       basic_idle_timer& self = h.owner();
       const time_point deadline = self.activity_.after(self.timeout_);
       if (clock_type::now() < deadline) {
-        self.wait_until(deadline, std::move(h));
+        if (self.rewait_until(deadline, h))
+          return;
+        std::move(h.handler())(asio::error_code(asio::error::no_memory));
         return;
       }
     }

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -83,11 +84,17 @@ public:
   template <typename H>
   rearming_handler(Owner* owner, H&& handler) : owner_(owner), handler_(std::forward<H>(handler)) {}
 
+  // Taken from (moved into a wait) as soon as the move starts: a wait that failed to start
+  // without taking it leaves it whole, to be called with an error instead (see taken()).
+  rearming_handler(rearming_handler&& other) noexcept(std::is_nothrow_move_constructible_v<Handler>)
+      : owner_(std::exchange(other.owner_, nullptr)), handler_(std::move(other.handler_)) {}
+
   // Static: after operation_aborted the owner may be gone (a destroyed timer aborts its
   // wait), and on_wait() then only calls the handler.
   void operator()(const asio::error_code& ec) { Owner::on_wait(std::move(*this), ec); }
 
   Owner& owner() const noexcept { return *owner_; }
+  bool taken() const noexcept { return owner_ == nullptr; }
   Handler& handler() noexcept { return handler_; }
   const Handler& handler() const noexcept { return handler_; }
 
@@ -142,6 +149,21 @@ protected:
   void wait_until(const time_point& deadline, rearming_handler<Owner, Handler>&& h) {
     timer_.expires_at(deadline);
     timer_.async_wait(std::move(h));
+  }
+
+  // Continues a wait from its own completion, where nothing may be lost. False if it could
+  // not for want of memory (its operation needs a block: a handler too large for the
+  // timer), with `h` untouched: the caller completes it with asio::error::no_memory.
+  template <typename Owner, typename Handler>
+  bool rewait_until(const time_point& deadline, rearming_handler<Owner, Handler>& h) {
+    try {
+      wait_until(deadline, std::move(h));
+      return true;
+    } catch (const std::bad_alloc&) {
+      if (h.taken())
+        throw; // moving the handler itself threw: it is gone, as in Asio
+      return false;
+    }
   }
 
   // The initiation of an owner's asynchronous operation: wraps the handler once, and starts

@@ -46,7 +46,10 @@ public:
     return ::operator new(size);
   }
 
-  static void deallocate(void* p, std::size_t size) noexcept {
+  // Inlined: once per completed wait, right before its upcall, and called from enough
+  // places that the compiler would otherwise make it a call (measured: 10 to 20
+  // instructions per wait in benchmarks/callgrind_ops).
+  [[gnu::always_inline]] static void deallocate(void* p, std::size_t size) noexcept {
     if (size <= large) {
       list& l = lists()[size <= small ? 0 : 1];
       if (l.count < max_cached) {
