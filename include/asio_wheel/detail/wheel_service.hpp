@@ -49,6 +49,8 @@
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/virtual_clock.hpp>
+#include <asio_wheel/wheel_statistics.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_cancellation_slot.hpp>
@@ -61,7 +63,9 @@
 #include <asio/strand.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cassert>
 #include <chrono>
 #include <cstdint>
@@ -214,6 +218,7 @@ public:
       discard(entry, op);
       return;
     }
+    ++counters_.started;
     // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
     // expiry that has passed completes without the wheel or the driver.
     const bool joins = entry.head_ != nullptr;
@@ -238,6 +243,7 @@ public:
     if (cancellation != nullptr)
       cancellation->op_.store(op, std::memory_order_relaxed);
     if (past) {
+      ++counters_.expired_at_start;
       make_ready(evict(entry, op, *spare), false);
       return;
     }
@@ -310,6 +316,62 @@ public:
     const tick_type filed = from.deadline();
     wheel_->remove(from);
     wheel_->insert(to, filed);
+  }
+
+  // --- Statistics and virtual time: each takes the lock itself. ---
+
+  // A consistent snapshot (see wheel_statistics), from any thread.
+  wheel_statistics statistics() const {
+    wheel_statistics s;
+    std::lock_guard lock(mutex_);
+    s.tick = std::chrono::duration_cast<std::chrono::nanoseconds>(scale_.tick());
+    s.timers_pending = live_;
+    for (unsigned level = 0; level < wheel_statistics::levels; ++level)
+      s.timers_per_level[level] = wheel_->level_size(level);
+    if (armed_ && live_ != 0) {
+      const auto left = scale_.time_of(armed_at_) - Clock::now();
+      s.next_expiry = std::max(std::chrono::nanoseconds::zero(),
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+    }
+    const wheel_counters& c = counters_;
+    s.waits_started = c.started;
+    s.waits_succeeded = c.decided[0];
+    s.waits_aborted = c.decided[1];
+    s.waits_expired_at_start = c.expired_at_start;
+    s.driver_turns = c.turns;
+    s.empty_turns = c.empty_turns;
+    s.lazy_refiles = c.refiles;
+    s.batches = c.batches;
+    s.largest_batch = c.largest_batch;
+    s.budget_turns = c.budget_turns;
+    std::copy(std::begin(c.lateness), std::end(c.lateness), s.lateness.begin());
+    s.lateness_sum = c.lateness_sum;
+    return s;
+  }
+
+  // Virtual clock only (see virtual_time): the time the driver would be armed for, empty
+  // when nothing is pending.
+  std::optional<time_point> virtual_next() const {
+    static_assert(is_virtual_clock<Clock>::value);
+    std::lock_guard lock(mutex_);
+    if (!armed_ || live_ == 0 || shutdown_)
+      return std::nullopt;
+    return scale_.time_of(armed_at_);
+  }
+
+  // Virtual clock only: the driver's wake-up, as the Asio timer would complete it, posted
+  // to the context (the caller polls it). Returns false if nothing was armed.
+  bool virtual_fire() {
+    static_assert(is_virtual_clock<Clock>::value);
+    std::lock_guard lock(mutex_);
+    if (!armed_ || shutdown_)
+      return false;
+    armed_ = false; // as on_driver(): the next arm comes from this turn
+    asio::post(home_, [this] {
+      std::unique_lock relock(mutex_);
+      expire(relock);
+    });
+    return true;
   }
 
 private:
@@ -603,11 +665,14 @@ private:
     if (--live_ == 0 && armed_) {
       // Nothing left to wait for: disarm so that run() can return.
       armed_ = false;
-      driver_->cancel();
+      if constexpr (!is_virtual_clock<Clock>::value)
+        driver_->cancel();
     }
   }
 
   void make_ready(wait_op* op, bool aborted) {
+    ++counters_.decided[aborted];
+    ++ready_count_;
     op->owner_ = nullptr;
     op->aborted_ = aborted;
     unlink_cancellation(op);
@@ -627,12 +692,24 @@ private:
   void arm_if_earlier(tick_type tick) {
     if (armed_ && tick >= armed_at_)
       return;
+    if constexpr (is_virtual_clock<Clock>::value) {
+      // No Asio timer: virtual_time reads armed_at_ (virtual_next) and drives the turn.
+      armed_ = true;
+      armed_at_ = tick;
+      return;
+    }
     // expires_at aborts the wait armed before, if it has not fired; on_driver ignores it.
     driver_->expires_at(scale_.time_of(tick));
     armed_ = false; // until the new wait is started: async_wait may throw
     driver_->async_wait([this](const asio::error_code& ec) { on_driver(ec); });
     armed_ = true;
     armed_at_ = tick;
+  }
+
+  // `waits` waits completed `late` ticks after their deadline tick (see wheel_statistics).
+  void record_lateness(tick_type late, std::uint64_t waits) noexcept {
+    counters_.lateness[std::bit_width(late)] += waits;
+    counters_.lateness_sum += late * waits;
   }
 
   void cancel_by_slot(op_cancellation& cancellation) {
@@ -678,6 +755,7 @@ private:
       wheel_->rewind(now);
     wait_op* head = nullptr;
     wait_op** tail = &head;
+    std::uint64_t batch = 0;
     // noexcept: the entry has left the wheel, so running out of memory for the block of
     // an inline wait (see evict) would leave its waits nowhere. It terminates instead.
     const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) noexcept {
@@ -685,12 +763,14 @@ private:
       if (entry.head_ == nullptr)
         return; // left behind by a cancellation: dropped
       if (entry.wanted_ > now) {
+        ++counters_.refiles;
         wheel_->insert(entry, entry.wanted_); // re-armed for later since it was filed
         return;
       }
       --live_;
+      const std::uint64_t before = batch;
       spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
-      for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr;) {
+      for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr; ++batch) {
         wait_op* const next = op->next_;
         op = evict(entry, op, spare);
         op->owner_ = nullptr;
@@ -701,8 +781,14 @@ private:
         tail = &op->next_;
         op = next;
       }
+      record_lateness(now - entry.wanted_, batch - before);
     });
+    ++counters_.turns;
+    counters_.empty_turns += batch == 0;
+    counters_.batch(batch);
+    counters_.decided[0] += batch;
     if (!done) {
+      ++counters_.budget_turns;
       // Give the context's other handlers a turn before the rest of the backlog.
       asio::post(home_, [this] {
         std::unique_lock relock(mutex_);
@@ -724,6 +810,7 @@ private:
       list = ready_head_;
       ready_head_ = ready_tail_ = nullptr;
       drain_posted_ = false;
+      counters_.batch(std::exchange(ready_count_, 0));
     }
     run(list);
   }
@@ -753,8 +840,11 @@ private:
   void requeue_front(wait_op* list) {
     std::lock_guard lock(mutex_);
     wait_op* last = list;
-    while (last->next_ != nullptr)
+    ++ready_count_;
+    while (last->next_ != nullptr) {
       last = last->next_;
+      ++ready_count_;
+    }
     last->next_ = ready_head_;
     if (ready_head_ == nullptr)
       ready_tail_ = last;
@@ -768,6 +858,10 @@ private:
 
   // Guards every member below, the timer_entry lists, and wait_op links.
   mutable futex_mutex mutex_;
+  // Statistics (see wheel_statistics): totals only ever grow.
+  wheel_counters counters_;
+  // Waits in the ready queue, for the batch size of the next drain.
+  std::uint64_t ready_count_ = 0;
   // The executor the driver and drain handlers run on: the context's own. Set by start().
   asio::any_io_executor home_;
   // The io_context behind home_, if it is one: its stop() interrupts a batch.
