@@ -44,7 +44,8 @@ struct heartbeat_group_statistics {
   /// threshold without an event: the group's lazy re-arm, once per threshold reached (not
   /// once per touch()).
   std::uint64_t refiles = 0;
-  /// Wake-ups of the group's one wheel wait.
+  /// Wake-ups of the group's one wheel wait (including early ones, at which the group only
+  /// re-files the members of an upper slot of its own wheel).
   std::uint64_t wakeups = 0;
 };
 

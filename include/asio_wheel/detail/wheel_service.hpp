@@ -321,12 +321,12 @@ public:
   // --- Statistics and virtual time: each takes the lock itself. ---
 
   // A consistent snapshot (see wheel_statistics), from any thread.
-  wheel_statistics statistics() const {
+  wheel_statistics statistics(bool count_levels) const {
     wheel_statistics s;
     std::lock_guard lock(mutex_);
     s.tick = std::chrono::duration_cast<std::chrono::nanoseconds>(scale_.tick());
     s.timers_pending = live_;
-    for (unsigned level = 0; level < wheel_statistics::levels; ++level)
+    for (unsigned level = 0; count_levels && level < wheel_statistics::levels; ++level)
       s.timers_per_level[level] = wheel_->level_size(level);
     if (armed_ && live_ != 0) {
       const auto left = scale_.time_of(armed_at_) - Clock::now();
@@ -706,12 +706,6 @@ private:
     armed_at_ = tick;
   }
 
-  // `waits` waits completed `late` ticks after their deadline tick (see wheel_statistics).
-  void record_lateness(tick_type late, std::uint64_t waits) noexcept {
-    counters_.lateness[std::bit_width(late)] += waits;
-    counters_.lateness_sum += late * waits;
-  }
-
   void cancel_by_slot(op_cancellation& cancellation) {
     std::lock_guard lock(mutex_);
     if (wait_op* op = cancellation.op_.load(std::memory_order_relaxed))
@@ -768,7 +762,10 @@ private:
         return;
       }
       --live_;
-      const std::uint64_t before = batch;
+      // Per timer, not per wait: its waits share the deadline (see wheel_statistics).
+      const tick_type late = now - entry.wanted_;
+      ++counters_.lateness[std::bit_width(late)];
+      counters_.lateness_sum += late;
       spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
       for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr; ++batch) {
         wait_op* const next = op->next_;
@@ -781,7 +778,6 @@ private:
         tail = &op->next_;
         op = next;
       }
-      record_lateness(now - entry.wanted_, batch - before);
     });
     ++counters_.turns;
     counters_.empty_turns += batch == 0;
