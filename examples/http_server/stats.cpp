@@ -38,7 +38,9 @@ private:
   std::string out_;
 };
 
-std::string num(auto v) { return std::to_string(v); }
+std::string num(auto v) {
+  return std::to_string(v);
+}
 
 std::string fixed(double v) {
   char b[32];
@@ -70,14 +72,10 @@ void wheel_metrics(exposition& e, asio::io_context& ctx) {
              "Time until the wheel's driver next wakes (absent when nothing is pending).",
              seconds(std::chrono::duration<double>(*s.next_expiry).count()));
   const std::pair<const char*, std::uint64_t> counters[] = {
-      {"waits_started", s.waits_started},
-      {"waits_succeeded", s.waits_succeeded},
-      {"waits_aborted", s.waits_aborted},
-      {"waits_expired_at_start", s.waits_expired_at_start},
-      {"driver_turns", s.driver_turns},
-      {"empty_turns", s.empty_turns},
-      {"lazy_refiles", s.lazy_refiles},
-      {"batches", s.batches},
+      {"waits_started", s.waits_started}, {"waits_succeeded", s.waits_succeeded},
+      {"waits_aborted", s.waits_aborted}, {"waits_expired_at_start", s.waits_expired_at_start},
+      {"driver_turns", s.driver_turns},   {"empty_turns", s.empty_turns},
+      {"lazy_refiles", s.lazy_refiles},   {"batches", s.batches},
       {"budget_turns", s.budget_turns}};
   const char* helps[] = {
       "Waits started on the wheel.",
@@ -104,11 +102,11 @@ void wheel_metrics(exposition& e, asio::io_context& ctx) {
   std::uint64_t cumulative = 0;
   for (std::size_t k = 0; k <= std::max<std::size_t>(last, 12) && k < 64; ++k) {
     cumulative += s.lateness[k];
-    e.sample("asio_wheel_lateness_seconds_bucket{le=\"" +
-                 seconds(static_cast<double>(asio_wheel::wheel_statistics::bucket_upper(k)) *
-                         tick) +
-                 "\"}",
-             num(cumulative));
+    e.sample(
+        "asio_wheel_lateness_seconds_bucket{le=\"" +
+            seconds(static_cast<double>(asio_wheel::wheel_statistics::bucket_upper(k)) * tick) +
+            "\"}",
+        num(cumulative));
   }
   e.sample("asio_wheel_lateness_seconds_bucket{le=\"+Inf\"}", num(s.lateness_count()));
   e.sample("asio_wheel_lateness_seconds_sum", seconds(static_cast<double>(s.lateness_sum) * tick));
