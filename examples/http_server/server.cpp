@@ -26,6 +26,7 @@ namespace http_example {
 http_server::http_server(const server_options& opts)
     : ctx_(static_cast<int>(opts.threads)), acceptor_(asio::make_strand(ctx_)) {
   state_.opts = opts;
+  state_.context = &ctx_;
 }
 
 http_server::~http_server() {

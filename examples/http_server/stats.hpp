@@ -14,6 +14,8 @@
 
 #include "options.hpp"
 
+#include <asio/io_context.hpp>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -100,9 +102,13 @@ struct server_stats {
 struct server_state {
   server_options opts;
   server_stats stats;
+  // The context whose timing wheel GET /stats reports (asio_wheel::get_statistics).
+  asio::io_context* context = nullptr;
 };
 
-// The options and counters as "name value" lines.
+// The options and counters in the Prometheus text exposition format (version 0.0.4): the
+// server's own counters under their historical names (scripts/loadtest reads them), then
+// the timing wheel's statistics as asio_wheel_* metrics, lateness as a histogram in seconds.
 std::string stats_text(const server_state& st);
 
 } // namespace http_example

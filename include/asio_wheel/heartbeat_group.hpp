@@ -32,6 +32,23 @@
 
 namespace asio_wheel {
 
+/// A snapshot of a heartbeat_group's activity; see basic_heartbeat_group::statistics().
+struct heartbeat_group_statistics {
+  /// Members watched now (size()).
+  std::size_t members = 0;
+  /// Ping events delivered since the group's construction.
+  std::uint64_t pings = 0;
+  /// Drop events delivered (each unwatched the member).
+  std::uint64_t drops = 0;
+  /// Members found at their filed threshold touched since, and filed again for their new
+  /// threshold without an event: the group's lazy re-arm, once per threshold reached (not
+  /// once per touch()).
+  std::uint64_t refiles = 0;
+  /// Wake-ups of the group's one wheel wait (including early ones, at which the group only
+  /// re-files the members of an upper slot of its own wheel).
+  std::uint64_t wakeups = 0;
+};
+
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
 /**
  * basic_heartbeat gives each connection its own asynchronous operation, and so its own
@@ -203,6 +220,17 @@ public:
   /// The number of members watched.
   std::size_t size() const noexcept { return wheel_.size(); }
 
+  /// The group's counters (see heartbeat_group_statistics).
+  /**
+   * @par Thread Safety
+   * As the group's other functions: on its executor (the counters are plain integers
+   * changed by its wait handler). For the wheel's own counters from any thread, see
+   * get_statistics().
+   */
+  heartbeat_group_statistics statistics() const noexcept {
+    return {wheel_.size(), pings_, drops_, refiles_, wakeups_};
+  }
+
   /// Starts watching @c m, or starts again if this group watches it already.
   /**
    * Counts as activity: the first quiet spell begins now.
@@ -334,6 +362,7 @@ private:
     // The event handler may destroy the group: `still` tells, and outlives it.
     const std::shared_ptr<anchor> still = anchor_;
     armed_for_.reset();
+    ++wakeups_;
     delivering_ = true;
     try {
       deliver(*still);
@@ -376,15 +405,18 @@ private:
       switch (rule::due(options_, last, m.pinged_for_, now)) {
       case rule::step::wait:
         // Touched since it was filed: the thresholds moved, and are later than now.
+        ++refiles_;
         refile(m, rule::next_threshold(options_, last, m.pinged_for_), now_tick);
         continue;
       case rule::step::ping:
         m.pinged_for_ = last;
         refile(m, rule::next_threshold(options_, last, last), now_tick);
+        ++pings_;
         on_event_(m, event::ping);
         break;
       case rule::step::drop:
         m.group_ = nullptr;
+        ++drops_;
         on_event_(m, event::drop);
         break;
       }
@@ -407,6 +439,11 @@ private:
   std::shared_ptr<anchor> anchor_;
   // True while the wait handler delivers events: it arms the wait when it is done.
   bool delivering_ = false;
+  // Totals for statistics(); only the wait handler changes them.
+  std::uint64_t pings_ = 0;
+  std::uint64_t drops_ = 0;
+  std::uint64_t refiles_ = 0;
+  std::uint64_t wakeups_ = 0;
 };
 
 /// A heartbeat group on std::chrono::steady_clock.

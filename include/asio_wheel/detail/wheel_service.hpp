@@ -62,6 +62,8 @@
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/virtual_clock.hpp>
+#include <asio_wheel/wheel_statistics.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_cancellation_slot.hpp>
@@ -76,7 +78,9 @@
 #include <asio/system_context.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cassert>
 #include <chrono>
 #include <cstddef>
@@ -243,6 +247,7 @@ public:
       discard(entry, op);
       return;
     }
+    ++counters_.started;
     // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
     // expiry that has passed completes without the wheel or the driver.
     const bool joins = entry.head_ != nullptr;
@@ -271,6 +276,7 @@ public:
     if (cancellation != nullptr)
       cancellation->op_.store(op, std::memory_order_relaxed);
     if (past) {
+      ++counters_.expired_at_start;
       make_ready(evict(entry, op, *spare), false);
       return;
     }
@@ -366,6 +372,62 @@ public:
     const tick_type filed = from.deadline();
     wheel_->remove(from);
     wheel_->insert(to, filed);
+  }
+
+  // --- Statistics and virtual time: each takes the lock itself. ---
+
+  // A consistent snapshot (see wheel_statistics), from any thread.
+  wheel_statistics statistics(bool count_levels) const {
+    wheel_statistics s;
+    std::lock_guard lock(mutex_);
+    s.tick = std::chrono::duration_cast<std::chrono::nanoseconds>(scale_.tick());
+    s.timers_pending = live_;
+    for (unsigned level = 0; count_levels && level < wheel_statistics::levels; ++level)
+      s.timers_per_level[level] = wheel_->level_size(level);
+    if (armed_ && live_ != 0) {
+      const auto left = scale_.time_of(armed_at_) - Clock::now();
+      s.next_expiry = std::max(std::chrono::nanoseconds::zero(),
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+    }
+    const wheel_counters& c = counters_;
+    s.waits_started = c.started;
+    s.waits_succeeded = c.decided[0];
+    s.waits_aborted = c.decided[1];
+    s.waits_expired_at_start = c.expired_at_start;
+    s.driver_turns = c.turns;
+    s.empty_turns = c.empty_turns;
+    s.lazy_refiles = c.refiles;
+    s.batches = c.batches;
+    s.largest_batch = c.largest_batch;
+    s.budget_turns = c.budget_turns;
+    std::copy(std::begin(c.lateness), std::end(c.lateness), s.lateness.begin());
+    s.lateness_sum = c.lateness_sum;
+    return s;
+  }
+
+  // Virtual clock only (see virtual_time): the time the driver would be armed for, empty
+  // when nothing is pending.
+  std::optional<time_point> virtual_next() const {
+    static_assert(is_virtual_clock<Clock>::value);
+    std::lock_guard lock(mutex_);
+    if (!armed_ || live_ == 0 || shutdown_)
+      return std::nullopt;
+    return scale_.time_of(armed_at_);
+  }
+
+  // Virtual clock only: the driver's wake-up, as the Asio timer would complete it, posted
+  // to the context (the caller polls it). Returns false if nothing was armed.
+  bool virtual_fire() {
+    static_assert(is_virtual_clock<Clock>::value);
+    std::lock_guard lock(mutex_);
+    if (!armed_ || shutdown_)
+      return false;
+    armed_ = false; // as on_driver(): the next arm comes from this turn
+    asio::post(home_, [this] {
+      std::unique_lock relock(mutex_);
+      expire(relock);
+    });
+    return true;
   }
 
 private:
@@ -938,7 +1000,8 @@ private:
       // Nothing left to wait for: disarm so that run() can return. The handler of the
       // cancelled wait finds nothing to do.
       armed_ = false;
-      cancel_driver();
+      if constexpr (!is_virtual_clock<Clock>::value)
+        cancel_driver();
     }
   }
 
@@ -953,6 +1016,8 @@ private:
   // for destruction, after shutdown).
   void make_ready(wait_op* op, bool aborted) noexcept {
     assert(drain_posted_ || shutdown_);
+    ++counters_.decided[aborted];
+    ++ready_count_;
     op->owner_ = nullptr;
     op->aborted_ = aborted;
     unlink_cancellation(op);
@@ -992,6 +1057,12 @@ private:
   bool arm_if_earlier(tick_type tick) {
     if (armed_ && tick >= armed_at_)
       return true;
+    if constexpr (is_virtual_clock<Clock>::value) {
+      // No Asio timer: virtual_time reads armed_at_ (virtual_next) and drives the turn.
+      armed_ = true;
+      armed_at_ = tick;
+      return true;
+    }
     if (driver_busy_) {
       // Its one wait is armed for later, or done with its handler queued. Cancelled, it
       // comes back to on_driver(), which arms the driver for the wheel's next expiry, this
@@ -1074,11 +1145,23 @@ private:
     wait_op* head = nullptr;
     wait_op** tail = &head;
     bool short_of_memory = false;
+    std::uint64_t batch = 0;
+    // Lateness is recorded per run of entries with one deadline (they expire in deadline
+    // order, so a tick's entries are consecutive): a compare per entry, not a histogram
+    // update, which kept callgrind_ops fire within 2% (docs/statistics.md).
+    tick_type run_wanted = 0;
+    std::uint64_t run_length = 0;
+    auto record_run = [&]() noexcept {
+      const tick_type late = now - run_wanted;
+      counters_.lateness[std::bit_width(late)] += run_length;
+      counters_.lateness_sum += late * run_length;
+    };
     const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) noexcept {
       auto& entry = static_cast<timer_entry&>(node);
       if (entry.head_ == nullptr)
         return true; // left behind by a cancellation: dropped
       if (entry.wanted_ > now) {
+        ++counters_.refiles;
         wheel_->insert(entry, entry.wanted_); // re-armed for later since it was filed
         return true;
       }
@@ -1095,7 +1178,15 @@ private:
       }
       spare_block spare(std::in_place, block);
       --live_;
-      for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr;) {
+      // Per timer, not per wait: its waits share the deadline (see wheel_statistics).
+      if (entry.wanted_ != run_wanted) {
+        if (run_length != 0)
+          record_run();
+        run_wanted = entry.wanted_;
+        run_length = 0;
+      }
+      ++run_length;
+      for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr; ++batch) {
         wait_op* const next = op->next_;
         op = evict(entry, op, spare);
         op->owner_ = nullptr;
@@ -1108,10 +1199,17 @@ private:
       }
       return true;
     });
+    if (run_length != 0)
+      record_run();
+    ++counters_.turns;
+    counters_.empty_turns += batch == 0;
+    counters_.batch(batch);
+    counters_.decided[0] += batch;
     bool failed = short_of_memory;
     std::exception_ptr error;
     try {
       if (!done) {
+        counters_.budget_turns += !short_of_memory;
         // Give the context's other handlers a turn before the rest of the backlog.
         post_continuation();
       } else if (live_ != 0) {
@@ -1139,6 +1237,7 @@ private:
       ready_head_ = ready_tail_ = nullptr;
       drain_posted_ = false;
       refill_reserve();
+      counters_.batch(std::exchange(ready_count_, 0));
     }
     run(list);
   }
@@ -1171,8 +1270,11 @@ private:
   void requeue_front(wait_op* list) {
     std::lock_guard lock(mutex_);
     wait_op* last = list;
-    while (last->next_ != nullptr)
+    ++ready_count_;
+    while (last->next_ != nullptr) {
       last = last->next_;
+      ++ready_count_;
+    }
     last->next_ = ready_head_;
     if (ready_head_ == nullptr)
       ready_tail_ = last;
@@ -1194,6 +1296,10 @@ private:
   // Guards every member below, the timer_entry lists, and wait_op links (and the members
   // above, until home_found_ is set).
   mutable futex_mutex mutex_;
+  // Statistics (see wheel_statistics): totals only ever grow.
+  wheel_counters counters_;
+  // Waits in the ready queue, for the batch size of the next drain.
+  std::uint64_t ready_count_ = 0;
   // The executor the driver and drain handlers run on: the context's own plain executor
   // (untracked, not a strand), or own_thread_'s.
   asio::any_io_executor home_;
