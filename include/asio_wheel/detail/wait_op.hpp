@@ -242,7 +242,7 @@ private:
         op_ptr p(self); // if a move throws, frees the operation, handler and all
         if (what == action::destroy) {
           try {
-            Handler handler(std::move(self->handler_));
+            [[maybe_unused]] Handler handler(std::move(self->handler_));
             p.reset();
           } catch (...) {
             // The handler is destroyed in place instead, which is all that was asked.
@@ -264,7 +264,7 @@ private:
         self->~wait_handler_op();
         return moved;
       }
-      Handler handler(std::move(self->handler_));
+      [[maybe_unused]] Handler handler(std::move(self->handler_));
       self->~wait_handler_op();
       static_cast<std::atomic<bool>*>(arg)->store(false, std::memory_order_release);
       return nullptr; // `handler` goes last
