@@ -611,6 +611,56 @@ TEST_SUITE("timing_wheel") {
     CHECK(fired == std::vector<node_id>{0, 1, 2, 3});
   }
 
+  TEST_CASE("a callback that declines an entry puts it back at the head of its slot") {
+    // The service declines a due entry it cannot take for want of memory: nothing may
+    // change, so a later advance() finds the same entries in the same order.
+    wheel_fixture f(5);
+    f.insert(0, 10);
+    f.insert(1, 10);
+    f.insert(2, 10);
+    f.insert(3, 20);
+    f.insert(4, pow64(2) + 1); // cascades on the way
+    std::vector<node_id> taken;
+    int declines = 1;
+    const auto decline_second = [&](asio_wheel::detail::wheel_node& base) -> bool {
+      const node_id id = static_cast<test_node&>(base).id;
+      f.wheel.check_invariants();
+      if (taken.size() == 1 && declines-- > 0)
+        return false;
+      taken.push_back(id);
+      return true;
+    };
+    CHECK_FALSE(f.wheel.advance(max_tick, unlimited, decline_second));
+    f.wheel.check_invariants();
+    CHECK(taken == std::vector<node_id>{0});
+    CHECK(f.wheel.now() == 10);
+    CHECK(f.nodes[1].is_linked());
+    CHECK(f.wheel.size() == 4);
+    CHECK(f.wheel.next_expiry() == tick_type{10});
+    CHECK(f.wheel.front() == &f.nodes[1]);
+    CHECK(f.wheel.advance(max_tick, unlimited, decline_second));
+    CHECK(taken == std::vector<node_id>{0, 1, 2, 3, 4});
+    CHECK(f.wheel.empty());
+    CHECK(f.wheel.front() == nullptr);
+  }
+
+  TEST_CASE("front() gives some linked entry until the wheel is empty") {
+    wheel_fixture f(4);
+    f.insert(0, pow64(3) + 7);
+    f.insert(1, 70);
+    f.insert(2, 3);
+    f.insert(3, max_tick);
+    std::size_t taken = 0;
+    while (auto* node = f.wheel.front()) {
+      CHECK(node->is_linked());
+      f.wheel.remove(*node);
+      f.wheel.check_invariants();
+      ++taken;
+    }
+    CHECK(taken == 4);
+    CHECK(f.wheel.empty());
+  }
+
   TEST_CASE("entries of one tick stay first in, first out across cascades") {
     SUBCASE("inserted together on an upper level") {
       const tick_type deadline = pow64(3) + 5;

@@ -28,6 +28,7 @@ http_server::http_server(const server_options& opts)
       pressure_(acceptor_.get_executor(), opts.timer, state_) {
   state_.opts = opts;
   state_.scale = &asio_wheel::timeout_scale::of(ctx_);
+  state_.context = &ctx_;
 }
 
 http_server::~http_server() {

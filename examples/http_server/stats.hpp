@@ -14,6 +14,8 @@
 
 #include "options.hpp"
 
+#include <asio/io_context.hpp>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -112,6 +114,8 @@ struct server_stats {
 struct server_state {
   server_options opts;
   server_stats stats;
+  // The context whose timing wheel GET /stats reports (asio_wheel::get_statistics).
+  asio::io_context* context = nullptr;
   // The io_context's scale factor, which the pressure monitor sets and every timeout reads.
   asio_wheel::timeout_scale* scale = nullptr;
 
@@ -134,7 +138,9 @@ struct server_state {
   }
 };
 
-// The options and counters as "name value" lines.
+// The options and counters in the Prometheus text exposition format (version 0.0.4): the
+// server's own counters under their historical names (scripts/loadtest reads them), then
+// the timing wheel's statistics as asio_wheel_* metrics, lateness as a histogram in seconds.
 std::string stats_text(const server_state& st);
 
 } // namespace http_example

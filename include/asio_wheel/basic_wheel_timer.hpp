@@ -15,7 +15,9 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
+#include <asio/execution.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/query.hpp>
 #include <asio/wait_traits.hpp>
 
 #include <chrono>
@@ -33,8 +35,8 @@ namespace detail {
 struct timer_access {
   template <typename Timer>
   static void retarget(Timer& timer, const typename Timer::time_point& expiry) {
+    timer.service_->retarget(timer.entry_, expiry); // first: if it throws, nothing changed
     timer.expiry_ = expiry;
-    timer.service_->retarget(timer.entry_, expiry);
   }
 };
 } // namespace detail
@@ -66,6 +68,15 @@ struct timer_access {
  * @par Differences from asio::basic_waitable_timer
  * Per-operation cancellation keeps working after the timer is moved. Waits that expire
  * together complete from one handler (see README, "Differences from asio::steady_timer").
+ *
+ * @par Memory exhaustion
+ * A wait kept inside the timer (see async_wait(), Operation Storage) moves to a 56-byte
+ * block when it leaves: cancel(), cancel_one(), expires_at(), expires_after() and move
+ * assignment then throw std::bad_alloc, with nothing changed, if there is none; the
+ * destructor takes one from a small reserve of the context's, and calls std::terminate
+ * only if that is empty too. When a wait expires without a block to move to, it stays in
+ * the wheel and std::bad_alloc leaves the context's run(); the next run() completes it
+ * (see README, "Memory exhaustion").
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
@@ -105,8 +116,7 @@ public:
    * for any asynchronous operations performed on the timer.
    */
   explicit basic_wheel_timer(const executor_type& ex)
-      : service_(&asio::use_service<service_type>(asio::query(ex, asio::execution::context))),
-        executor_(ex) {}
+      : service_(&asio::use_service<service_type>(context_of(ex))), executor_(ex) {}
 
   /// Constructor.
   /**
@@ -192,7 +202,7 @@ public:
    * This function destroys the timer, cancelling any outstanding asynchronous wait
    * operations associated with the timer as if by calling @c cancel.
    */
-  ~basic_wheel_timer() { release(); }
+  ~basic_wheel_timer() { release(true); }
 
   basic_wheel_timer(const basic_wheel_timer&) = delete;
   basic_wheel_timer& operator=(const basic_wheel_timer&) = delete;
@@ -341,6 +351,10 @@ public:
    * associated allocator is kept inside the timer object: starting it allocates nothing.
    * Other waits take a block from a per-thread cache, or from the handler's associated
    * allocator when it has one. A wait's storage is released before its handler runs.
+   *
+   * @throws std::bad_alloc if memory runs out (the context's first wait, a block for the
+   * operation, an expiry already passed). Nothing changed then, and the handler was
+   * destroyed without being called.
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
@@ -384,7 +398,7 @@ private:
   void move_assign(Other&& other) {
     if (static_cast<void*>(this) == static_cast<void*>(&other))
       return;
-    release();
+    release(false);
     service_ = other.service_;
     executor_ = executor_holder(other.get_executor());
     expiry_ = other.expiry_;
@@ -400,10 +414,23 @@ private:
     service_->move_entry(entry_, other.entry_);
   }
 
-  // Aborts the pending waits, as cancel(), and leaves the wheel: the timer is going.
-  void release() {
-    if (std::exchange(entry_.might_be_filed_, false))
-      service_->release(entry_);
+  // Aborts the pending waits, as cancel(), and leaves the wheel: the timer is going. If it
+  // throws (only when assigned over), nothing changed.
+  void release(bool from_destructor) {
+    if (entry_.might_be_filed_) {
+      service_->release(entry_, from_destructor);
+      entry_.might_be_filed_ = false;
+    }
+  }
+
+  // The execution context of a standard executor, or of a Networking TS one (such as the
+  // legacy io_context::strand), which has no properties to query; Asio's I/O objects accept
+  // both.
+  static asio::execution_context& context_of(const executor_type& ex) {
+    if constexpr (asio::execution::is_executor<executor_type>::value)
+      return asio::query(ex, asio::execution::context);
+    else
+      return ex.context();
   }
 
   // Asio's saturating time_point + duration.

@@ -136,14 +136,23 @@ public:
   }
 
   // Starts the deadline, and forwards cancellation from the user's own slot, if connected.
+  // If it throws (std::bad_alloc), the references it took are given back.
   void start(const typename Clock::time_point& deadline, asio::cancellation_slot outer) {
     if (outer.is_connected()) {
       // The forwarder owns a reference: it lives in the user's signal, which this state
       // never touches again (the signal may be gone before the operation completes).
       refs_.fetch_add(1, std::memory_order_relaxed);
-      outer.template emplace<forward_handler>(this);
+      try {
+        outer.template emplace<forward_handler>(this);
+      } catch (...) {
+        refs_.fetch_sub(1, std::memory_order_relaxed); // the operation's is still held
+        throw;
+      }
     }
     timer_->expires_at(deadline);
+    // The wait's handler owns a reference, given back when it is destroyed uncalled (if
+    // async_wait() throws, too).
+    refs_.fetch_add(1, std::memory_order_relaxed);
     timer_->async_wait(deadline_handler(this));
   }
 
@@ -216,9 +225,9 @@ private:
   std::optional<basic_wheel_timer<Clock, WaitTraits, Executor>> timer_;
   asio::cancellation_signal signal_;
   asio::cancellation_type_t type_;
-  // One for the operation's handler, one for the deadline's wait, one for the forwarder in
-  // the user's slot if there is one.
-  std::atomic<int> refs_{2};
+  // One for the operation's handler, and from start(): one for the deadline's wait, one for
+  // the forwarder in the user's slot if there is one.
+  std::atomic<int> refs_{1};
   // Set once the operation's handler has been called (or destroyed).
   std::atomic<bool> finished_{false};
 };
@@ -274,7 +283,16 @@ public:
     using state_type = cancel_at_state<Clock, WaitTraits, decltype(ex)>;
     state_type* state = state_type::create(ex, type_);
     asio::cancellation_slot outer = asio::get_associated_cancellation_slot(handler);
-    cancel_at_handler<handler_type, state_type> wrapped(std::forward<Handler>(handler), state);
+    // From here `wrapped` (or the operation it is moved into) finishes the state, also
+    // when something below throws.
+    cancel_at_handler<handler_type, state_type> wrapped = [&] {
+      try {
+        return cancel_at_handler<handler_type, state_type>(std::forward<Handler>(handler), state);
+      } catch (...) {
+        state->finish(); // the handler's move threw: no operation, no deadline
+        throw;
+      }
+    }();
     state->start(deadline_, outer);
     std::move(initiation_)(std::move(wrapped), std::forward<Args>(args)...);
   }

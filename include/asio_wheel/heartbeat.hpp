@@ -129,7 +129,10 @@ public:
   /**
    * @par Completion Signature
    * @code void(asio::error_code, event) @endcode
-   * On operation_aborted the event is meaningless.
+   * On an error the event is meaningless: operation_aborted on cancel() or destruction;
+   * asio::error::no_memory if, touched since it was armed, the wait could not wait again for
+   * want of memory (only a handler too large to live in the timer, more than two pointers,
+   * needs any).
    *
    * @par Per-Operation Cancellation
    * terminal, partial and total cancellation abort the wait.
@@ -176,17 +179,22 @@ private:
   template <typename Handler>
   void start(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
     this->leave_queue();
-    arm(std::move(h), this->activity_.last());
+    const time_point last = this->activity_.last();
+    this->wait_for(next_range(last), last, std::move(h));
   }
 
-  // Waits for the next threshold of the quiet spell that began at `last`: the ping, or once
-  // it has been reported, the drop. `now` as in wait_for().
+  // The threshold the spell that began at `last` waits for next: the ping, or once it has
+  // been reported, the drop. A heartbeat always pings (0 < ping_after): once per spell.
+  const range& next_range(const time_point& last) const noexcept {
+    return rule::may_ping(at(1.0), last, pinged_for_) ? options_.ping_after : options_.drop_after;
+  }
+
+  // From a wait's own completion: waits for the next threshold. False, with `h` untouched,
+  // if it could not for want of memory (see rewait_for()).
   template <typename Handler>
-  void arm(detail::rearming_handler<basic_heartbeat, Handler>&& h, const time_point& last,
-           std::optional<time_point> now = std::nullopt) {
-    // A heartbeat always pings (0 < ping_after): once per spell, as the rule says.
-    const bool ping_next = rule::may_ping(at(1.0), last, pinged_for_);
-    this->wait_for(ping_next ? options_.ping_after : options_.drop_after, last, std::move(h), now);
+  bool arm(detail::rearming_handler<basic_heartbeat, Handler>& h, const time_point& last,
+           const time_point& now) {
+    return this->rewait_for(next_range(last), last, h, now);
   }
 
   template <typename Handler>
@@ -210,7 +218,8 @@ private:
       return;
     case rule::step::wait:
       // Touched since (the thresholds moved), past a range's minimum, or the factor rose.
-      self.arm(std::move(h), last, now);
+      if (!self.arm(h, last, now))
+        std::move(h.handler())(asio::error_code(asio::error::no_memory), event::drop);
       return;
     }
   }

@@ -68,6 +68,23 @@ namespace asio_wheel {
 // A group whose ranges are all fixed (min == max, plain durations) never uses the queues and
 // does not listen to the scale: it works, and costs, exactly as before ranges existed.
 
+/// A snapshot of a heartbeat_group's activity; see basic_heartbeat_group::statistics().
+struct heartbeat_group_statistics {
+  /// Members watched now (size()).
+  std::size_t members = 0;
+  /// Ping events delivered since the group's construction.
+  std::uint64_t pings = 0;
+  /// Drop events delivered (each unwatched the member).
+  std::uint64_t drops = 0;
+  /// Members found at their filed threshold touched since, and filed again for their new
+  /// threshold without an event: the group's lazy re-arm, once per threshold reached (not
+  /// once per touch()).
+  std::uint64_t refiles = 0;
+  /// Wake-ups of the group's one wheel wait (including early ones, at which the group only
+  /// re-files the members of an upper slot of its own wheel).
+  std::uint64_t wakeups = 0;
+};
+
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
 /**
  * basic_heartbeat gives each connection its own asynchronous operation, and so its own
@@ -123,8 +140,11 @@ namespace asio_wheel {
  * @endcode
  *
  * @par Memory exhaustion
- * Arming the group's one wait can throw std::bad_alloc (from watch(), or out of run() after
- * a run of the handler). The group then has no wait until the next watch() arms it.
+ * The group's one wait lives in its timer, so re-arming it after a run of the handler
+ * allocates nothing. watch() can throw std::bad_alloc: on the context's first wait, or when
+ * the wait, armed for later, must make way for an earlier one and cannot get the block it
+ * moves to. The member is then left as it was (unwatched if it was not watched), and the
+ * wait stays armed as it was.
  *
  * @par Precision
  * Never reports a threshold before it has passed since the last touch(), the threshold being
@@ -275,6 +295,17 @@ public:
   /// The number of members watched.
   std::size_t size() const noexcept {
     return wheel_.size() + queue_[ping].size() + queue_[drop].size();
+  }
+
+  /// The group's counters (see heartbeat_group_statistics).
+  /**
+   * @par Thread Safety
+   * As the group's other functions: on its executor (the counters are plain integers
+   * changed by its wait handler). For the wheel's own counters from any thread, see
+   * get_statistics().
+   */
+  heartbeat_group_statistics statistics() const noexcept {
+    return {size(), pings_, drops_, refiles_, wakeups_};
   }
 
   /// Starts watching @c m, or starts again if this group watches it already.
@@ -521,6 +552,7 @@ private:
 
   void on_wake() {
     armed_for_.reset();
+    ++wakeups_;
     run();
   }
 
@@ -612,15 +644,18 @@ private:
       case rule::step::wait:
         // Touched since it was filed (the thresholds moved, and are later than now), or the
         // factor went up: filed again from its stamp.
+        ++refiles_;
         place(m, th, last, now, now_tick);
         continue;
       case rule::step::ping:
         m.pinged_for_ = last;
         place(m, th, last, now, now_tick);
+        ++pings_;
         on_event_(m, event::ping);
         break;
       case rule::step::drop:
         m.group_ = nullptr;
+        ++drops_;
         on_event_(m, event::drop);
         break;
       }
@@ -657,6 +692,11 @@ private:
   bool delivering_ = false;
   // A rescale_handler is posted and has not started: set() need not post another.
   std::atomic<bool> rescale_posted_{false};
+  // Totals for statistics(); only the wait handler changes them.
+  std::uint64_t pings_ = 0;
+  std::uint64_t drops_ = 0;
+  std::uint64_t refiles_ = 0;
+  std::uint64_t wakeups_ = 0;
 };
 
 /// A heartbeat group on std::chrono::steady_clock.

@@ -122,16 +122,19 @@ public:
   /// Changes the idle timeout; a pending wait follows the new value without being aborted.
   /**
    * @throws std::invalid_argument unless 0 < min <= max (for a duration: unless positive);
-   * the timer then keeps its timeout and its wait.
+   * std::bad_alloc if the new timeout (its minimum, for a range) has already passed and the
+   * pending wait, living in the timer, cannot get the block it moves to. Either way nothing
+   * changed.
    */
   void set_timeout(const range& timeout) {
     const range checked_timeout = checked(timeout);
     this->use_range(checked_timeout);
-    this->leave_queue();
+    // To its minimum: a wait past it completes, and on_wait() judges it (and parks it again)
+    // by the new timeout. Out of its queue once moved: if the move throws, it is as it was.
+    this->leave_queue_after([&] {
+      detail::timer_access::retarget(this->timer_, this->activity_.after(checked_timeout.min));
+    });
     timeout_ = checked_timeout;
-    // To its minimum: a wait past it completes, and on_wait() judges it (and parks it) by
-    // the new range.
-    detail::timer_access::retarget(this->timer_, this->activity_.after(timeout_.min));
   }
 
   /// Waits until the connection has been idle for the timeout.
@@ -140,7 +143,9 @@ public:
    * @code void(asio::error_code) @endcode
    * Success once @c timeout (for a range, the one in force at the context's factor) has
    * elapsed since the last touch(); asio::error::operation_aborted on cancel() or
-   * destruction.
+   * destruction; asio::error::no_memory if, touched since it was armed, the wait could not
+   * wait again for want of memory (only a handler too large to live in the timer, more than
+   * two pointers, needs any).
    *
    * @par Per-Operation Cancellation
    * terminal, partial and total cancellation abort the wait.
@@ -185,7 +190,9 @@ private:
       const time_point now = clock_type::now();
       const time_point last = self.activity_.last();
       if (now < detail::saturating_add(last, self.timeout_.at(self.factor()))) {
-        self.wait_for(self.timeout_, last, std::move(h), now);
+        if (self.rewait_for(self.timeout_, last, h, now))
+          return;
+        std::move(h.handler())(asio::error_code(asio::error::no_memory));
         return;
       }
     }

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -89,11 +90,17 @@ public:
   template <typename H>
   rearming_handler(Owner* owner, H&& handler) : owner_(owner), handler_(std::forward<H>(handler)) {}
 
+  // Taken from (moved into a wait) as soon as the move starts: a wait that failed to start
+  // without taking it leaves it whole, to be called with an error instead (see taken()).
+  rearming_handler(rearming_handler&& other) noexcept(std::is_nothrow_move_constructible_v<Handler>)
+      : owner_(std::exchange(other.owner_, nullptr)), handler_(std::move(other.handler_)) {}
+
   // Static: after operation_aborted the owner may be gone (a destroyed timer aborts its
   // wait), and on_wait() then only calls the handler.
   void operator()(const asio::error_code& ec) { Owner::on_wait(std::move(*this), ec); }
 
   Owner& owner() const noexcept { return *owner_; }
+  bool taken() const noexcept { return owner_ == nullptr; }
   Handler& handler() noexcept { return handler_; }
   const Handler& handler() const noexcept { return handler_; }
 
@@ -181,6 +188,16 @@ protected:
       queues_->leave(*this);
   }
 
+  // Calls f(), which may touch timer_ and throw, then leaves the queue (if f() returned):
+  // with the queue service's lock held throughout, so that no queue moves the wait meanwhile.
+  template <typename F>
+  void leave_queue_after(F&& f) {
+    if (queues_ != nullptr)
+      queues_->leave_after(*this, std::forward<F>(f));
+    else
+      std::forward<F>(f)();
+  }
+
   // Starts (or continues) a wait until `deadline`; the owner's on_wait() gets `h` back.
   template <typename Owner, typename Handler>
   void wait_until(const time_point& deadline, rearming_handler<Owner, Handler>&& h) {
@@ -209,6 +226,23 @@ protected:
     }
     queues_->park(*this, r, min_at, timer_.get_executor(),
                   [&] { wait_until(saturating_add(last, r.max), std::move(h)); });
+  }
+
+  // wait_for() from a wait's own completion, where nothing may be lost. False if it could
+  // not for want of memory (its operation needs a block: a handler too large for the
+  // timer), with `h` untouched and the timer in no queue: the caller completes it with
+  // asio::error::no_memory.
+  template <typename Owner, typename Handler>
+  bool rewait_for(const range& r, const time_point& last, rearming_handler<Owner, Handler>& h,
+                  std::optional<time_point> now = std::nullopt) {
+    try {
+      wait_for(r, last, std::move(h), now);
+      return true;
+    } catch (const std::bad_alloc&) {
+      if (h.taken())
+        throw; // moving the handler itself threw: it is gone, as in Asio
+      return false;
+    }
   }
 
   // The initiation of an owner's asynchronous operation: wraps the handler once, and starts

@@ -46,7 +46,10 @@ public:
     return ::operator new(size);
   }
 
-  static void deallocate(void* p, std::size_t size) noexcept {
+  // Inlined: once per completed wait, right before its upcall, and called from enough
+  // places that the compiler would otherwise make it a call (measured: 10 to 20
+  // instructions per wait in benchmarks/callgrind_ops).
+  [[gnu::always_inline]] static void deallocate(void* p, std::size_t size) noexcept {
     if (size <= large) {
       list& l = lists()[size <= small ? 0 : 1];
       if (l.count < max_cached) {
@@ -96,13 +99,22 @@ public:
   template <typename U>
   block_cache_allocator(const block_cache_allocator<U>&) noexcept {}
 
+  // The cache's blocks have operator new's default alignment. An operation whose handler
+  // asks for more (alignas(64) state, say) takes aligned memory of its own: rare enough
+  // that it needs no cache.
   T* allocate(std::size_t n) {
-    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
-                  "over-aligned operation types are not supported");
-    return static_cast<T*>(block_cache::allocate(n * sizeof(T)));
+    if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+      return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(alignof(T))));
+    else
+      return static_cast<T*>(block_cache::allocate(n * sizeof(T)));
   }
 
-  void deallocate(T* p, std::size_t n) noexcept { block_cache::deallocate(p, n * sizeof(T)); }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+      ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
+    else
+      block_cache::deallocate(p, n * sizeof(T));
+  }
 
   template <typename U>
   bool operator==(const block_cache_allocator<U>&) const noexcept {

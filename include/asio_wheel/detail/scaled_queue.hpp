@@ -121,9 +121,23 @@ public:
     }
   }
 
+  // Calls f() with the lock held, then takes `w` out of its queue (if f() returned).
+  template <typename F>
+  void leave_after(Waiter& w, F&& f) {
+    std::lock_guard lock(mutex_);
+    std::forward<F>(f)();
+    unlink(w);
+  }
+
   // Takes `w` out of its queue, if it is in one. Noexcept: from destructors.
   void leave(Waiter& w) noexcept {
     std::lock_guard lock(mutex_);
+    unlink(w);
+  }
+
+private:
+  // With the lock held.
+  void unlink(Waiter& w) noexcept {
     const std::uint16_t fifo_id = node_fifo::id_of(w);
     if (fifo_id == 0)
       return;
@@ -133,7 +147,6 @@ public:
       disarm(q);
   }
 
-private:
   struct queue {
     queue(std::uint16_t id, duration s, const Executor& ex) : fifo(id), span(s), timer(ex) {}
     node_fifo fifo;

@@ -81,6 +81,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace asio_wheel::detail {
 
@@ -137,6 +138,20 @@ public:
   bool empty() const noexcept { return size_ == 0; }
   std::size_t size() const noexcept { return size_; }
 
+  // Entries linked on `level` (0 to num_levels - 1), for statistics: O(entries on the level
+  // + its occupied slots). Counted on demand rather than kept per link/unlink, which cost
+  // 2% of the instructions of an expiry (docs/statistics.md).
+  std::size_t level_size(unsigned level) const noexcept {
+    std::size_t n = 0;
+    for (tick_type bits = occupied_[level]; bits != 0; bits &= bits - 1) {
+      const auto index = static_cast<unsigned>(std::countr_zero(bits));
+      for (const wheel_node* node = slots_[level * slots_per_level + index].first; node != nullptr;
+           node = node->next_)
+        ++n;
+    }
+    return n;
+  }
+
   // Links `node` to expire at `deadline`. Precondition: the node is not linked.
   void insert(wheel_node& node, tick_type deadline) noexcept {
     assert(!node.is_linked());
@@ -177,6 +192,11 @@ public:
   // destroy it, re-insert it, or insert and remove other nodes. Returns true when no due
   // entry is left, false when the budget ran out first; the rest stays due and expires on
   // the next call, ahead of anything inserted meanwhile at a later deadline.
+  //
+  // A callback that returns bool may decline an entry by returning false (it cannot take
+  // it now, say for want of memory): the node goes back to the head of its slot, as if it
+  // had never been taken, and advance() returns false at once. The callback must then have
+  // left the wheel as it found it.
   template <typename OnExpire>
   bool advance(tick_type now, std::size_t budget, OnExpire&& on_expire) {
     if (now < elapsed_)
@@ -206,7 +226,14 @@ public:
         --budget;
         wheel_node& node = *slots_[index].first;
         remove(node);
-        on_expire(node);
+        if constexpr (std::is_same_v<std::invoke_result_t<OnExpire&, wheel_node&>, bool>) {
+          if (!on_expire(node)) {
+            relink_front(node, index);
+            return false;
+          }
+        } else {
+          on_expire(node);
+        }
       } else if (!cascade(level * slots_per_level + index, moves)) {
         return false;
       }
@@ -249,6 +276,18 @@ public:
       chain = node.next_;
       link(node, node.deadline_ < elapsed_ ? elapsed_ : node.deadline_);
     }
+  }
+
+  // Some linked entry (the oldest of the earliest occupied slot), or nullptr when empty: for
+  // a teardown that takes entries one at a time.
+  wheel_node* front() const noexcept {
+    for (unsigned level = 0; level < num_levels; ++level) {
+      if (occupied_[level] != 0)
+        return slots_[level * slots_per_level +
+                      static_cast<unsigned>(std::countr_zero(occupied_[level]))]
+            .first;
+    }
+    return nullptr;
   }
 
   // Unlinks every entry, calling `on_remove(wheel_node&)` for each after it is unlinked, in
@@ -345,6 +384,22 @@ private:
       list.last->next_ = &node;
     }
     list.last = &node;
+  }
+
+  // Puts back a node just taken from the head of level-0 slot `index` (see advance()).
+  void relink_front(wheel_node& node, unsigned index) noexcept {
+    slot_list& list = slots_[index];
+    node.slot_ = static_cast<std::uint16_t>(index);
+    node.prev_ = nullptr;
+    node.next_ = list.first;
+    if (list.first == nullptr) {
+      list.last = &node;
+      occupied_[0] |= tick_type{1} << index;
+    } else {
+      list.first->prev_ = &node;
+    }
+    list.first = &node;
+    ++size_;
   }
 
   void unlink(wheel_node& node) noexcept {

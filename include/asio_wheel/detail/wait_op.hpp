@@ -45,7 +45,10 @@ struct cancellation_target {
 class wait_op {
 public:
   // Releases the operation's memory, then, when `invoke` is true, calls the handler with
-  // the stored result; when false only destroys the handler (shutdown).
+  // the stored result; when false only destroys the handler (shutdown). If moving the handler
+  // out throws, the operation is destroyed where it is, its memory released, and the
+  // exception propagates when invoking (the handler is then destroyed uncalled, as Asio's
+  // operations do); when only destroying, it is swallowed.
   void complete(bool invoke) { fn_(this, invoke ? action::invoke : action::destroy, nullptr); }
 
   // Moves the operation to `storage` (at least inline_op_size bytes, suitably aligned) and
@@ -53,9 +56,12 @@ public:
   // operations that fit inline (see fits_inline): the move cannot throw.
   wait_op* relocate(void* storage) noexcept { return fn_(this, action::relocate, storage); }
 
-  // Destroys the handler without calling it, leaving the memory to its owner: for an
-  // operation in a timer's inline storage that never started.
-  void destroy_in_place() noexcept { fn_(this, action::destroy_in_place, nullptr); }
+  // Destroys the handler, uncalled, of an operation in a timer's inline storage, then clears
+  // `busy`, the flag that marks that storage taken. The handler is moved out first and
+  // destroyed last: its destructor may destroy the timer, storage and flag included.
+  void destroy_inline(std::atomic<bool>& busy) noexcept {
+    fn_(this, action::destroy_inline, &busy);
+  }
 
   // Links in the owning timer's FIFO of pending waits; the ready queue reuses next_ once
   // the wait has left its timer.
@@ -73,7 +79,7 @@ public:
   cancellation_target* cancellation_ = nullptr;
 
 protected:
-  enum class action { invoke, destroy, destroy_in_place, relocate };
+  enum class action { invoke, destroy, destroy_inline, relocate };
   using op_fn = wait_op* (*)(wait_op*, action, void*);
   explicit wait_op(op_fn fn) noexcept : fn_(fn) {}
   wait_op(const wait_op&) = default;
@@ -88,6 +94,27 @@ private:
 // plus a handler of two pointers, such as most lambdas and every coroutine handler.
 inline constexpr std::size_t inline_op_size = 56;
 
+// A completed wait's handler and result, as the nullary function that a tracked_executor
+// hands to dispatch(). It speaks for the handler's associated allocator, so that whatever
+// the executor allocates to queue it (a strand's operation, a pool's) comes from there, as
+// with Asio's own operations.
+template <typename Handler>
+class bound_completion {
+public:
+  using allocator_type = asio::associated_allocator_t<Handler>;
+
+  bound_completion(Handler&& handler, const asio::error_code& ec)
+      : handler_(std::move(handler)), ec_(ec) {}
+
+  allocator_type get_allocator() const noexcept { return asio::get_associated_allocator(handler_); }
+
+  void operator()() { std::move(handler_)(ec_); }
+
+private:
+  Handler handler_;
+  asio::error_code ec_;
+};
+
 // The executor a handler must complete on, kept with outstanding work when it is not the
 // wheel's own context executor (Asio's rule: a pending wait keeps the handler's executor
 // busy).
@@ -99,7 +126,7 @@ public:
 
   template <typename Handler>
   void complete(Handler&& handler, const asio::error_code& ec) {
-    asio::dispatch(executor_, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+    asio::dispatch(executor_, bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
   }
 
 private:
@@ -108,7 +135,8 @@ private:
       executor_;
 };
 
-// Networking TS style executors (no properties) keep work through a work guard.
+// Networking TS style executors (no properties, such as the legacy io_context::strand) keep
+// work through a work guard.
 template <typename Executor>
 class tracked_executor<Executor, std::enable_if_t<!asio::execution::is_executor<Executor>::value>> {
 public:
@@ -117,7 +145,7 @@ public:
   template <typename Handler>
   void complete(Handler&& handler, const asio::error_code& ec) {
     asio::dispatch(guard_.get_executor(),
-                   [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
+                   bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
   }
 
 private:
@@ -174,34 +202,79 @@ private:
   // Relocation copies the links along with the rest; the service fixes the neighbours.
   wait_handler_op(wait_handler_op&&) = default;
 
-  static wait_op* do_fn(wait_op* base, action what, void* storage) {
-    auto* self = static_cast<wait_handler_op*>(base);
-    if (what == action::relocate) {
-      if constexpr (std::is_nothrow_move_constructible_v<Handler> &&
-                    std::is_nothrow_move_constructible_v<Completion>) {
-        auto* moved = ::new (storage) wait_handler_op(std::move(*self));
-        self->~wait_handler_op();
-        return moved;
-      } else {
-        std::terminate(); // unreachable: such operations are never inline
+  // Destroys the operation and releases its memory when it goes out of scope, unless
+  // released first: Asio's handler_ptr, so that a throwing move of the handler leaks nothing.
+  class op_ptr {
+  public:
+    explicit op_ptr(wait_handler_op* op) noexcept : op_(op), alloc_(op->allocator_) {}
+    op_ptr(const op_ptr&) = delete;
+    op_ptr& operator=(const op_ptr&) = delete;
+    ~op_ptr() { reset(); }
+    void reset() noexcept {
+      if (op_ != nullptr) {
+        op_->~wait_handler_op();
+        std::allocator_traits<allocator_type>::deallocate(alloc_, std::exchange(op_, nullptr), 1);
       }
     }
-    if (what == action::destroy_in_place) {
-      self->~wait_handler_op();
+
+  private:
+    wait_handler_op* op_;
+    allocator_type alloc_;
+  };
+
+  static wait_op* do_fn(wait_op* base, action what, void* arg) {
+    auto* self = static_cast<wait_handler_op*>(base);
+    if (what == action::invoke || what == action::destroy) {
+      // Move everything out and free the operation before the upcall: Asio promises the
+      // memory is back before the handler runs, and a sub-object of the handler may own it.
+      if constexpr (std::is_nothrow_move_constructible_v<Handler> &&
+                    std::is_nothrow_move_constructible_v<Completion>) {
+        allocator_type alloc(self->allocator_);
+        Completion completion(std::move(self->completion_));
+        Handler handler(std::move(self->handler_));
+        // Only a wait queued to complete has its result set (it shares prev_'s word).
+        const asio::error_code ec = what == action::invoke ? self->result() : asio::error_code();
+        self->~wait_handler_op();
+        std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
+        if (what == action::invoke)
+          completion.complete(std::move(handler), ec);
+      } else {
+        op_ptr p(self); // if a move throws, frees the operation, handler and all
+        if (what == action::destroy) {
+          try {
+            [[maybe_unused]] Handler handler(std::move(self->handler_));
+            p.reset();
+          } catch (...) {
+            // The handler is destroyed in place instead, which is all that was asked.
+          }
+          return nullptr;
+        }
+        Completion completion(std::move(self->completion_));
+        Handler handler(std::move(self->handler_));
+        const asio::error_code ec = self->result();
+        p.reset();
+        completion.complete(std::move(handler), ec);
+      }
       return nullptr;
     }
-    // Move everything out and free the operation before the upcall: Asio promises the
-    // memory is back before the handler runs, and a sub-object of the handler may own it.
-    allocator_type alloc(self->allocator_);
-    Completion completion(std::move(self->completion_));
-    Handler handler(std::move(self->handler_));
-    const asio::error_code ec =
-        self->aborted_ ? asio::error_code(asio::error::operation_aborted) : asio::error_code();
-    self->~wait_handler_op();
-    std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
-    if (what == action::invoke)
-      completion.complete(std::move(handler), ec);
-    return nullptr;
+    if constexpr (std::is_nothrow_move_constructible_v<Handler> &&
+                  std::is_nothrow_move_constructible_v<Completion>) {
+      if (what == action::relocate) {
+        auto* moved = ::new (arg) wait_handler_op(std::move(*self));
+        self->~wait_handler_op();
+        return moved;
+      }
+      [[maybe_unused]] Handler handler(std::move(self->handler_));
+      self->~wait_handler_op();
+      static_cast<std::atomic<bool>*>(arg)->store(false, std::memory_order_release);
+      return nullptr; // `handler` goes last
+    } else {
+      std::terminate(); // unreachable: such operations are never inline
+    }
+  }
+
+  asio::error_code result() const noexcept {
+    return aborted_ ? asio::error_code(asio::error::operation_aborted) : asio::error_code();
   }
 
   [[no_unique_address]] allocator_type allocator_;

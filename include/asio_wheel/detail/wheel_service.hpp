@@ -29,8 +29,10 @@
 // batches never point into a timer object that its owner may destroy.
 //
 // Completions. Waits that expire in one driver turn, or are aborted before the next drain,
-// are completed in one batch from a single handler on the context: a handler whose executor
-// is the context's own is called directly from it, any other is dispatched to its executor.
+// are completed in one batch from a single handler on the context's own plain executor
+// (never a strand or a user's executor, whatever the timers were made with): a handler whose
+// executor is that io_context's is called directly from it, any other is dispatched to its
+// executor.
 // If a handler throws, the rest of the batch is queued for the next drain before the
 // exception leaves run(), so nothing is lost.
 //
@@ -43,12 +45,25 @@
 //
 // Shutdown. shutdown() destroys every pending handler without calling it, and the driver
 // timer while Asio's timer service and reactor are still alive: services are shut down
-// before any is destroyed, and those may be destroyed before this one.
+// before any is destroyed, and those may be destroyed before this one. It allocates nothing:
+// a wait in its timer's storage is destroyed there, one timer at a time.
+//
+// Memory exhaustion. Whatever the service starts by itself uses memory it owns, handed to
+// Asio as the handlers' associated allocator: the driver's wait (it has at most one
+// outstanding: to move it earlier, the wait is cancelled and its handler arms it again), the
+// drain and the continuation of a long expiry turn (at most one of each is queued). So on an
+// io_context or a thread pool, arming the driver and posting completions allocate nothing
+// (on a thread pool, Asio's own completion of the driver's wait still does: it dispatches
+// through the type-erased executor).
+// What remains is the block a wait needs to leave its timer's storage (see evict): where
+// that cannot throw, a reserve of blocks stands in (reserve_).
 
 #include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/virtual_clock.hpp>
+#include <asio_wheel/wheel_statistics.hpp>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/associated_cancellation_slot.hpp>
@@ -58,15 +73,23 @@
 #include <asio/execution_context.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/query.hpp>
 #include <asio/strand.hpp>
+#include <asio/system_context.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cassert>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -147,6 +170,16 @@ public:
   wheel_service(const wheel_service&) = delete;
   wheel_service& operator=(const wheel_service&) = delete;
 
+  ~wheel_service() override {
+    // Waits aborted after shutdown (by another service's shutdown, say): never called.
+    destroy_list(std::exchange(ready_head_, nullptr));
+    while (reserve_ != nullptr) {
+      void* block = reserve_;
+      reserve_ = *static_cast<void**>(block);
+      block_cache::deallocate(block, inline_op_size);
+    }
+  }
+
   static duration default_tick() noexcept {
     return std::max(duration{1},
                     std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
@@ -214,21 +247,26 @@ public:
       discard(entry, op);
       return;
     }
+    ++counters_.started;
     // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
     // expiry that has passed completes without the wheel or the driver.
     const bool joins = entry.head_ != nullptr;
     const tick_type deadline = scale_.ceil(expiry);
     bool past = false;
     // Whatever may throw comes before any change, so that then the wait is only destroyed.
+    // Arming does not throw (on an io_context or a thread pool): if Asio's timer queue
+    // cannot take the driver's wait, a continuation arms it (see arm_if_earlier).
     std::optional<spare_block> spare;
     try {
       past = !joins && due(deadline);
       if (!driver_)
-        start(io_ex);
-      if (past)
+        start(io_ex, ex);
+      if (past) {
         spare.emplace(entry.holds(op));
-      else if (!joins)
+        post_drain();
+      } else if (!joins) {
         arm_if_earlier(deadline);
+      }
     } catch (...) {
       lock.unlock();
       discard(entry, op);
@@ -238,6 +276,7 @@ public:
     if (cancellation != nullptr)
       cancellation->op_.store(op, std::memory_order_relaxed);
     if (past) {
+      ++counters_.expired_at_start;
       make_ready(evict(entry, op, *spare), false);
       return;
     }
@@ -248,32 +287,53 @@ public:
     }
   }
 
-  // Aborts every pending wait of `entry`; returns how many.
+  // Aborts every pending wait of `entry`; returns how many. Strong guarantee.
   std::size_t cancel(timer_entry& entry) {
     std::lock_guard lock(mutex_);
     return detach_all(entry, true);
   }
 
   // The timer is going (destroyed, or assigned over): aborts its waits, as cancel(), and
-  // takes its entry out of the wheel.
-  void release(timer_entry& entry) {
-    std::lock_guard lock(mutex_);
-    detach_all(entry, true);
+  // takes its entry out of the wheel. From a destructor, a wait in the timer's storage that
+  // finds no block on the heap takes one from the reserve, and only if that is empty too,
+  // throws (and the destructor terminates); otherwise strong guarantee. After shutdown,
+  // the waits are destroyed instead, here, without allocating.
+  void release(timer_entry& entry, bool from_destructor) {
+    std::unique_lock lock(mutex_);
+    if (shutdown_) {
+      const doomed waits = take(entry);
+      if (entry.is_linked())
+        wheel_->remove(entry);
+      lock.unlock();
+      destroy(entry, waits);
+      return;
+    }
+    if (entry.head_ != nullptr) {
+      spare_block spare = from_destructor
+                              ? spare_or_reserve(entry.inline_busy_.load(std::memory_order_relaxed))
+                              : spare_block(entry.inline_busy_.load(std::memory_order_relaxed));
+      post_drain();
+      detach_all(entry, true, spare);
+    }
     if (entry.is_linked())
       wheel_->remove(entry);
   }
 
-  // Aborts the oldest pending wait of `entry`; returns how many (0 or 1).
+  // Aborts the oldest pending wait of `entry`; returns how many (0 or 1). Strong guarantee.
   std::size_t cancel_one(timer_entry& entry) {
     std::lock_guard lock(mutex_);
-    if (entry.head_ == nullptr)
+    wait_op* const op = entry.head_;
+    if (op == nullptr)
       return 0;
-    detach(entry.head_, true);
+    spare_block spare(entry.holds(op));
+    post_drain();
+    detach(op, true, spare);
     return 1;
   }
 
   // Moves the pending waits of `entry` to a new expiry without aborting them: lets an idle
-  // timer follow a changed timeout without an operation_aborted round trip.
+  // timer follow a changed timeout without an operation_aborted round trip. Strong
+  // guarantee.
   void retarget(timer_entry& entry, const time_point& expiry) {
     std::lock_guard lock(mutex_);
     if (entry.head_ == nullptr)
@@ -283,12 +343,14 @@ public:
       detach_all(entry, false);
       return;
     }
+    // Armed first: if that throws (only on a context other than an io_context or a thread
+    // pool), the waits have not moved.
+    arm_if_earlier(deadline);
     // Moved now, even when later: an idle timer's timeout moves rarely, and a filing left
     // behind would wake the driver once more.
     entry.wanted_ = deadline;
     wheel_->remove(entry);
     wheel_->insert(entry, deadline);
-    arm_if_earlier(deadline);
   }
 
   // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none and is
@@ -310,6 +372,62 @@ public:
     const tick_type filed = from.deadline();
     wheel_->remove(from);
     wheel_->insert(to, filed);
+  }
+
+  // --- Statistics and virtual time: each takes the lock itself. ---
+
+  // A consistent snapshot (see wheel_statistics), from any thread.
+  wheel_statistics statistics(bool count_levels) const {
+    wheel_statistics s;
+    std::lock_guard lock(mutex_);
+    s.tick = std::chrono::duration_cast<std::chrono::nanoseconds>(scale_.tick());
+    s.timers_pending = live_;
+    for (unsigned level = 0; count_levels && level < wheel_statistics::levels; ++level)
+      s.timers_per_level[level] = wheel_->level_size(level);
+    if (armed_ && live_ != 0) {
+      const auto left = scale_.time_of(armed_at_) - Clock::now();
+      s.next_expiry = std::max(std::chrono::nanoseconds::zero(),
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+    }
+    const wheel_counters& c = counters_;
+    s.waits_started = c.started;
+    s.waits_succeeded = c.decided[0];
+    s.waits_aborted = c.decided[1];
+    s.waits_expired_at_start = c.expired_at_start;
+    s.driver_turns = c.turns;
+    s.empty_turns = c.empty_turns;
+    s.lazy_refiles = c.refiles;
+    s.batches = c.batches;
+    s.largest_batch = c.largest_batch;
+    s.budget_turns = c.budget_turns;
+    std::copy(std::begin(c.lateness), std::end(c.lateness), s.lateness.begin());
+    s.lateness_sum = c.lateness_sum;
+    return s;
+  }
+
+  // Virtual clock only (see virtual_time): the time the driver would be armed for, empty
+  // when nothing is pending.
+  std::optional<time_point> virtual_next() const {
+    static_assert(is_virtual_clock<Clock>::value);
+    std::lock_guard lock(mutex_);
+    if (!armed_ || live_ == 0 || shutdown_)
+      return std::nullopt;
+    return scale_.time_of(armed_at_);
+  }
+
+  // Virtual clock only: the driver's wake-up, as the Asio timer would complete it, posted
+  // to the context (the caller polls it). Returns false if nothing was armed.
+  bool virtual_fire() {
+    static_assert(is_virtual_clock<Clock>::value);
+    std::lock_guard lock(mutex_);
+    if (!armed_ || shutdown_)
+      return false;
+    armed_ = false; // as on_driver(): the next arm comes from this turn
+    asio::post(home_, [this] {
+      std::unique_lock relock(mutex_);
+      expire(relock);
+    });
+    return true;
   }
 
 private:
@@ -339,36 +457,112 @@ private:
     wheel_service* service_;
   };
 
-  // The plain executor of the context behind `ex`, on which the driver and drain handlers
-  // run. Strands and work-tracking properties are peeled off, so that handlers bound to the
-  // context's own executor can be called directly from those handlers.
+  // The context behind an executor, as the kind of context it is, when that can be told
+  // from the executor's type: every standard executor names its context's type in its
+  // context query (strands and property variants forward it), and a type-erased
+  // any_io_executor is looked into for the targets Asio itself makes.
+  struct context_kind {
+    asio::io_context* io = nullptr;
+    asio::thread_pool* pool = nullptr;
+    asio::system_context* system = nullptr;
+    explicit operator bool() const noexcept { return io || pool || system; }
+  };
+
+  template <typename Context>
+  context_kind kind_of_context(Context& context) noexcept {
+    context_kind kind;
+    if (&static_cast<asio::execution_context&>(context) != &this->context())
+      return kind; // a handler's executor on another context says nothing of this one
+    if constexpr (std::is_base_of_v<asio::io_context, Context>)
+      kind.io = &context;
+    else if constexpr (std::is_base_of_v<asio::thread_pool, Context>)
+      kind.pool = &context;
+    else if constexpr (std::is_base_of_v<asio::system_context, Context>)
+      kind.system = &context;
+    return kind;
+  }
+
   template <typename Executor>
-  static asio::any_io_executor context_executor(const Executor& ex) {
+  context_kind kind_of(const Executor& ex) noexcept {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      if (const auto* io = target_if<asio::io_context::executor_type>(ex))
-        return io->context().get_executor();
-      if (const auto* s = target_if<asio::strand<asio::io_context::executor_type>>(ex))
-        return s->get_inner_executor().context().get_executor();
-      if (const auto* s = target_if<asio::strand<asio::any_io_executor>>(ex))
-        return context_executor(s->get_inner_executor());
-      if (const auto* pool = target_if<asio::thread_pool::executor_type>(ex))
-        return pool->context().get_executor();
-      return asio::prefer(ex, asio::execution::outstanding_work.untracked);
-    } else if constexpr (requires { ex.get_inner_executor(); }) {
-      return context_executor(asio::any_io_executor(ex.get_inner_executor()));
+      using io = asio::io_context::executor_type;
+      using io_tracked = std::decay_t<decltype(asio::prefer(
+          std::declval<const io&>(), asio::execution::outstanding_work.tracked))>;
+      using pool = asio::thread_pool::executor_type;
+      using pool_tracked = std::decay_t<decltype(asio::prefer(
+          std::declval<const pool&>(), asio::execution::outstanding_work.tracked))>;
+      return kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor,
+                            asio::strand<io>, asio::strand<io_tracked>, asio::strand<pool>,
+                            asio::strand<pool_tracked>, asio::strand<asio::any_io_executor>>(ex);
+    } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value) {
+      return kind_of_context(asio::query(ex, asio::execution::context));
+    } else if constexpr (requires { ex.context(); }) {
+      return kind_of_context(ex.context()); // a Networking TS executor (io_context::strand)
     } else {
-      return context_executor(asio::any_io_executor(ex));
+      return {}; // use_future's executor, for one, has no context
     }
   }
 
-  // First wait on this context: bind the driver to the context's executor. Created here
-  // rather than in the constructor because a service is constructed from the bare
-  // execution_context, which does not say what kind of context it is.
-  template <typename Executor>
-  void start(const Executor& io_ex) {
-    home_ = context_executor(io_ex);
-    if (const auto* io = target_if<asio::io_context::executor_type>(home_))
-      home_context_ = &io->context();
+  template <typename... Targets>
+  context_kind kind_of_target(const asio::any_io_executor& ex) noexcept {
+    context_kind kind;
+    ((kind = kind ? kind : kind_of_target_if<Targets>(ex)), ...);
+    return kind;
+  }
+
+  template <typename Target>
+  context_kind kind_of_target_if(const asio::any_io_executor& ex) noexcept {
+    if (const Target* target = target_if<Target>(ex)) {
+      if constexpr (requires { target->get_inner_executor(); })
+        return kind_of(target->get_inner_executor());
+      else
+        return kind_of(*target);
+    }
+    return {};
+  }
+
+  // At the first wait on this context (or the first is_home() question, see there), with
+  // mutex_ held, once: chooses the executor that the driver and the drains will run on, the
+  // context's own plain executor, as Asio's timer service completes on its context's
+  // scheduler. Never the timer's or the handler's executor, which may be a strand or a
+  // user's executor: the driver and every batch would run inside it, serializing the
+  // handlers of unrelated timers with its own (and blocking one that waits on work posted to
+  // it). Strong guarantee. Out of line: it runs once per context, and inlined it would cost
+  // every wait's start its inlining budget (callgrind_ops counts it).
+  template <typename IoExecutor, typename Executor>
+  [[gnu::cold, gnu::noinline]] void find_home(const IoExecutor& io_ex, const Executor& ex) {
+    if (home_found_.load(std::memory_order_relaxed))
+      return;
+    context_kind kind = kind_of(io_ex);
+    if (!kind)
+      kind = kind_of(ex);
+    if (kind.io != nullptr) {
+      home_ = kind.io->get_executor();
+      home_context_.store(kind.io, std::memory_order_release);
+    } else if (kind.pool != nullptr) {
+      home_ = kind.pool->get_executor();
+    } else if (kind.system != nullptr) {
+      home_ = kind.system->get_executor();
+    } else {
+      // A context of a kind unknown here (or an io_context seen only through a user's
+      // executor, type-erased) has no executor that can be named from it. Asio's timer
+      // service, there, runs a scheduler on a thread of its own in the context; the wheel
+      // runs a one-thread pool. Its waits complete on their handlers' executors, which keep
+      // the work, so nothing of the context's own run() changes.
+      own_thread_.emplace(1);
+      home_ = own_thread_->get_executor();
+    }
+    home_found_.store(true, std::memory_order_release);
+  }
+
+  // First wait on this context, with mutex_ held: the home, if no is_home() question found
+  // it yet, and the driver on it. Created here rather than in the constructor so that a
+  // context that never waits has no timer; out of line, as find_home().
+  template <typename IoExecutor, typename Executor>
+  [[gnu::cold, gnu::noinline]] void start(const IoExecutor& io_ex, const Executor& ex) {
+    find_home(io_ex, ex);
+    while (reserve_count_ < reserve_target)
+      keep_in_reserve(block_cache::allocate(inline_op_size));
     driver_.emplace(home_);
   }
 
@@ -377,11 +571,11 @@ private:
   }
 
   // True when a handler on `ex` may be called directly from the service's own handlers:
-  // `ex` is an executor of this very io_context that allows blocking.possibly, which is
-  // what those handlers run on. Work tracking and the continuation hint do not matter for a
+  // `ex` is an executor of the io_context that those handlers run on (home_context_), and
+  // allows blocking.possibly. Work tracking and the continuation hint do not matter for a
   // direct call; Asio's composed operations, for one, carry the work-tracking variant.
   template <typename Executor>
-  bool is_home(const Executor& ex) noexcept {
+  bool is_home(const Executor& ex) {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
       // The template Bits of io_context::basic_executor_type: 4 is outstanding_work.tracked
       // (detail::io_context_bits); blocking.never is a run-time bit, checked in is_home_io.
@@ -392,46 +586,82 @@ private:
   }
 
   template <std::uintptr_t Bits>
-  bool is_home_any(const asio::any_io_executor& ex) noexcept {
+  bool is_home_any(const asio::any_io_executor& ex) {
     using target = asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
     const target* io = target_if<target>(ex);
     return io != nullptr && is_home_io(*io);
   }
 
-  template <typename Executor>
-  bool is_home_io(const Executor& ex) noexcept {
-    if constexpr (requires {
-                    ex.context();
-                    ex.running_in_this_thread();
-                  }) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(ex.context())>, asio::io_context>) {
-        return &static_cast<asio::execution_context&>(ex.context()) == &this->context() &&
-               asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
-      }
+  template <typename Allocator, std::uintptr_t Bits>
+  [[gnu::always_inline]] bool
+  is_home_io(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
+    // Relaxed: the answer is the pointer itself; nothing else of the home is read here.
+    asio::io_context* const home = home_context_.load(std::memory_order_relaxed);
+    if (&ex.context() != home) {
+      if (home != nullptr || home_found_.load(std::memory_order_relaxed) ||
+          find_home_from(ex) != &ex.context())
+        return false;
     }
+    return asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
+  }
+
+  // The first wait's handler is bound to an io_context's executor, before the driver has a
+  // home: if it is this context's, that is the home. The answer is needed before the wait is
+  // built (it decides how its handler is called), so it cannot wait for start().
+  template <typename Allocator, std::uintptr_t Bits>
+  [[gnu::cold, gnu::noinline]] asio::io_context*
+  find_home_from(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
+    if (&static_cast<asio::execution_context&>(ex.context()) != &this->context())
+      return nullptr; // another context's: the timer's own executor will tell, in start()
+    std::lock_guard lock(mutex_);
+    find_home(ex, ex);
+    return home_context_.load(std::memory_order_relaxed);
+  }
+
+  // Anything else is dispatched: a strand (its handlers must not overlap), a legacy
+  // io_context::strand, another context's executor, or a user's executor, even one that
+  // posts into this context (it may do more than post: count, serialize, log).
+  template <typename Executor>
+  static bool is_home_io(const Executor&) noexcept {
     return false;
   }
 
   void shutdown() override {
-    wait_op* list = nullptr;
-    {
-      std::lock_guard lock(mutex_);
-      shutdown_ = true;
-      wheel_->clear(
-          [this](wheel_node& node) { detach_all(static_cast<timer_entry&>(node), false); });
-      list = ready_head_;
-      ready_head_ = ready_tail_ = nullptr;
-      // Destroyed now, while Asio's timer service and reactor still exist (they may have
-      // been created after this service, and so be destroyed before it).
-      armed_ = false;
-      driver_.reset();
+    // The wheel's own thread (see find_home()) may be in a driver turn or a drain: it finishes
+    // that, without the lock held here, and runs nothing more. What it had queued is
+    // destroyed with its pool, below.
+    if (own_thread_) {
+      own_thread_->stop();
+      own_thread_->join();
     }
-    // Outside the lock: a handler's destructor may destroy timers, which calls back in.
-    while (list != nullptr) {
-      wait_op* op = list;
-      list = op->next_;
-      op->complete(false);
+    std::unique_lock lock(mutex_);
+    shutdown_ = true;
+    // Destroyed now, while Asio's timer service and reactor still exist (they may have
+    // been created after this service, and so be destroyed before it).
+    armed_ = false;
+    driver_.reset();
+    // Outside the lock: a handler's destructor may destroy timers, which calls back in. One
+    // timer at a time, so that the wait in its storage is destroyed while the timer surely
+    // exists; a timer destroyed meanwhile destroys its own (see release).
+    for (;;) {
+      if (wait_op* list = std::exchange(ready_head_, nullptr)) {
+        ready_tail_ = nullptr;
+        lock.unlock();
+        destroy_list(list);
+        lock.lock();
+        continue;
+      }
+      wheel_node* node = wheel_->front();
+      if (node == nullptr)
+        break;
+      auto& entry = static_cast<timer_entry&>(*node);
+      wheel_->remove(entry);
+      const doomed waits = take(entry);
+      lock.unlock();
+      destroy(entry, waits);
+      lock.lock();
     }
+    own_thread_.reset();
   }
 
   // The ticks have a boundary, and the wheel starts, at the current time.
@@ -442,7 +672,90 @@ private:
     wheel_->set_cascade_limit(cascade_budget);
   }
 
-  // --- Everything below runs with mutex_ held. ---
+  // --- Memory the service keeps for itself. ---
+
+  // Room for one operation that Asio allocates for the service (the driver's wait, a posted
+  // drain or continuation), given to Asio through the handler's associated allocator. An
+  // operation that does not fit (none does, in Asio 1.22 to 1.38: 112 bytes for the wait,
+  // 56 for a post) comes from the heap instead.
+  struct own_memory {
+    static constexpr std::size_t size = 160;
+    alignas(std::max_align_t) unsigned char bytes[size];
+  };
+
+  template <typename T>
+  class own_allocator {
+  public:
+    using value_type = T;
+
+    explicit own_allocator(own_memory& memory) noexcept : memory_(&memory) {}
+    template <typename U>
+    own_allocator(const own_allocator<U>& other) noexcept : memory_(other.memory_) {}
+
+    T* allocate(std::size_t n) {
+      if (n * sizeof(T) <= own_memory::size && alignof(T) <= alignof(std::max_align_t))
+        return reinterpret_cast<T*>(memory_->bytes);
+      return std::allocator<T>().allocate(n);
+    }
+
+    void deallocate(T* p, std::size_t n) noexcept {
+      if (static_cast<void*>(p) != memory_->bytes)
+        std::allocator<T>().deallocate(p, n);
+    }
+
+    template <typename U>
+    bool operator==(const own_allocator<U>& other) const noexcept {
+      return memory_ == other.memory_;
+    }
+    template <typename U>
+    bool operator!=(const own_allocator<U>& other) const noexcept {
+      return memory_ != other.memory_;
+    }
+
+  private:
+    template <typename>
+    friend class own_allocator;
+    own_memory* memory_;
+  };
+
+  // The handler of the driver's wait.
+  struct driver_handler {
+    wheel_service* self;
+    using allocator_type = own_allocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator_type(self->driver_memory_); }
+    void operator()(const asio::error_code&) const { self->on_driver(); }
+  };
+
+  // A handler the service posts to its home executor: calls `Fn`.
+  template <void (wheel_service::*Fn)()>
+  struct posted_call {
+    wheel_service* self;
+    own_memory* memory;
+    using allocator_type = own_allocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator_type(*memory); }
+    void operator()() const { (self->*Fn)(); }
+  };
+
+  // Posts to the home executor. The operation lives in the handler's memory on an
+  // io_context or a thread pool, whose executors take the handler's allocator: nothing to
+  // throw. Any other executor may allocate, and throw.
+  template <typename Handler>
+  void post_home(const Handler& handler) {
+    if (asio::io_context* const home = home_context_.load(std::memory_order_relaxed))
+      asio::post(home->get_executor(), handler);
+    else if (const auto* pool = target_if<asio::thread_pool::executor_type>(home_))
+      asio::post(*pool, handler);
+    else
+      asio::post(home_, handler);
+  }
+
+  void keep_in_reserve(void* block) noexcept {
+    *static_cast<void**>(block) = reserve_;
+    reserve_ = block;
+    ++reserve_count_;
+  }
+
+  // --- Everything below runs with mutex_ held, unless it says otherwise. ---
 
   // Whether a wait for `deadline` is due now. The wheel's time never goes back: for a steady
   // clock it is never ahead of the clock, so a deadline it has reached has passed, and no
@@ -466,27 +779,106 @@ private:
   // changes, so that running out of memory leaves the wait where it was.
   class spare_block {
   public:
+    // From the thread's cache or the heap, if `needed`; may throw.
     explicit spare_block(bool needed)
         : block_(needed ? block_cache::allocate(inline_op_size) : nullptr) {}
-    spare_block(const spare_block&) = delete;
-    spare_block& operator=(const spare_block&) = delete;
+    // Adopts `block` (nullptr: none).
+    explicit spare_block(std::in_place_t, void* block) noexcept : block_(block) {}
+    spare_block(spare_block&& other) noexcept : block_(std::exchange(other.block_, nullptr)) {}
+    spare_block& operator=(spare_block&&) = delete;
     ~spare_block() {
       if (block_ != nullptr)
         block_cache::deallocate(block_, inline_op_size);
     }
     void* take() noexcept { return std::exchange(block_, nullptr); }
 
+    // The same, or nullptr where the heap has none.
+    static void* try_allocate() noexcept {
+      try {
+        return block_cache::allocate(inline_op_size);
+      } catch (...) {
+        return nullptr;
+      }
+    }
+
   private:
     void* block_;
   };
 
+  // A spare block where throwing is the last resort (a destructor, per-operation
+  // cancellation): the heap's, else one from the reserve, else std::bad_alloc.
+  spare_block spare_or_reserve(bool needed) {
+    if (!needed)
+      return spare_block(std::in_place, nullptr);
+    if (void* block = spare_block::try_allocate())
+      return spare_block(std::in_place, block);
+    if (reserve_ == nullptr)
+      throw std::bad_alloc();
+    void* block = reserve_;
+    reserve_ = *static_cast<void**>(block);
+    --reserve_count_;
+    return spare_block(std::in_place, block);
+  }
+
+  // Tops the reserve up after it was drawn on; memory still short is no error here.
+  void refill_reserve() noexcept {
+    while (reserve_count_ < reserve_target) {
+      void* block = spare_block::try_allocate();
+      if (block == nullptr)
+        return;
+      keep_in_reserve(block);
+    }
+  }
+
   // Destroys a wait that never started, without calling its handler. Without the lock: the
   // handler's destructor may call back into the service.
   static void discard(timer_entry& entry, wait_op* op) noexcept {
-    if (entry.holds(op)) {
-      op->destroy_in_place();
-      entry.inline_busy_.store(false, std::memory_order_relaxed);
-    } else {
+    if (entry.holds(op))
+      op->destroy_inline(entry.inline_busy_);
+    else
+      op->complete(false);
+  }
+
+  // The waits of a timer, taken to be destroyed after shutdown: the one in its storage stays
+  // there (nothing to allocate), the others are listed.
+  struct doomed {
+    wait_op* in_timer = nullptr;
+    wait_op* others = nullptr;
+  };
+
+  doomed take(timer_entry& entry) noexcept {
+    doomed waits;
+    wait_op* op = std::exchange(entry.head_, nullptr);
+    if (op != nullptr)
+      --live_;
+    while (op != nullptr) {
+      wait_op* const next = op->next_;
+      unlink_cancellation(op);
+      op->owner_ = nullptr;
+      if (entry.holds(op)) {
+        waits.in_timer = op;
+      } else {
+        op->next_ = waits.others;
+        waits.others = op;
+      }
+      op = next;
+    }
+    return waits;
+  }
+
+  // Without the lock. The wait in the timer first, while the timer surely exists: another
+  // handler's destructor may destroy it.
+  static void destroy(timer_entry& entry, const doomed& waits) noexcept {
+    if (waits.in_timer != nullptr)
+      waits.in_timer->destroy_inline(entry.inline_busy_);
+    destroy_list(waits.others);
+  }
+
+  // Without the lock: destroys the handlers of a list of waits outside any timer.
+  static void destroy_list(wait_op* list) noexcept {
+    while (list != nullptr) {
+      wait_op* op = list;
+      list = op->next_;
       op->complete(false);
     }
   }
@@ -538,11 +930,11 @@ private:
     }
   }
 
-  // Takes `op` off its timer and queues it for completion. A timer left without waits stays
-  // in the wheel (see file()).
-  void detach(wait_op* op, bool aborted) {
+  // Takes `op` off its timer and queues it for completion. The caller has posted the drain
+  // and has the block `op` needs if it is in the timer's storage: nothing here throws. A
+  // timer left without waits stays in the wheel (see file()).
+  void detach(wait_op* op, bool aborted, spare_block& spare) noexcept {
     timer_entry& entry = *op->owner_;
-    spare_block spare(entry.holds(op));
     wait_op* const head = entry.head_;
     if (op == head)
       entry.head_ = op->next_;
@@ -560,14 +952,18 @@ private:
       vacate();
   }
 
+  // As detach(), for every wait of `entry`; returns how many. Strong guarantee: the block
+  // and the drain come first.
   std::size_t detach_all(timer_entry& entry, bool aborted) {
     if (entry.head_ == nullptr)
       return 0;
     spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
+    post_drain();
     return detach_all(entry, aborted, spare);
   }
 
-  std::size_t detach_all(timer_entry& entry, bool aborted, spare_block& spare) {
+  // The same, with the block and the drain in hand: nothing throws.
+  std::size_t detach_all(timer_entry& entry, bool aborted, spare_block& spare) noexcept {
     wait_op* op = entry.head_;
     entry.head_ = nullptr;
     std::size_t count = 0;
@@ -599,15 +995,29 @@ private:
   }
 
   // An entry has lost its last wait; it may stay in the wheel (see file()).
-  void vacate() {
+  void vacate() noexcept {
     if (--live_ == 0 && armed_) {
-      // Nothing left to wait for: disarm so that run() can return.
+      // Nothing left to wait for: disarm so that run() can return. The handler of the
+      // cancelled wait finds nothing to do.
       armed_ = false;
-      driver_->cancel();
+      if constexpr (!is_virtual_clock<Clock>::value)
+        cancel_driver();
     }
   }
 
-  void make_ready(wait_op* op, bool aborted) {
+  // Asio reports no error from cancelling a timer; one that did would leave the wait to
+  // complete at its time, which on_driver() handles as well. Out of line: rarely needed.
+  [[gnu::noinline]] void cancel_driver() noexcept {
+    asio::error_code ignored;
+    driver_->cancel(ignored);
+  }
+
+  // Queues `op`, which has left its timer, for the drain that the caller has posted (or
+  // for destruction, after shutdown).
+  void make_ready(wait_op* op, bool aborted) noexcept {
+    assert(drain_posted_ || shutdown_);
+    ++counters_.decided[aborted];
+    ++ready_count_;
     op->owner_ = nullptr;
     op->aborted_ = aborted;
     unlink_cancellation(op);
@@ -617,28 +1027,72 @@ private:
     else
       ready_head_ = op;
     ready_tail_ = op;
-    if (!drain_posted_ && !shutdown_) {
-      // Set once posted: if post() throws, the next completion tries again.
-      asio::post(home_, [this] { drain(); });
-      drain_posted_ = true;
-    }
   }
 
-  void arm_if_earlier(tick_type tick) {
-    if (armed_ && tick >= armed_at_)
+  // Queues the drain unless one is. Throws only on a context other than an io_context or a
+  // thread pool (see post_home): callers post it before they change anything.
+  void post_drain() {
+    if (!drain_posted_ && !shutdown_)
+      post_drain_now();
+  }
+
+  // Out of line: it is rarely needed, and would weigh on the callers' inlining.
+  [[gnu::noinline]] void post_drain_now() {
+    post_home(posted_call<&wheel_service::drain>{this, &drain_memory_});
+    drain_posted_ = true;
+  }
+
+  // Queues another expiry turn unless one is: the rest of a backlog, or a retry.
+  void post_continuation() {
+    if (continuation_posted_ || shutdown_)
       return;
-    // expires_at aborts the wait armed before, if it has not fired; on_driver ignores it.
-    driver_->expires_at(scale_.time_of(tick));
-    armed_ = false; // until the new wait is started: async_wait may throw
-    driver_->async_wait([this](const asio::error_code& ec) { on_driver(ec); });
-    armed_ = true;
+    post_home(posted_call<&wheel_service::resume>{this, &continuation_memory_});
+    continuation_posted_ = true;
+  }
+
+  // Makes sure the driver wakes no later than `tick`. Returns false if it could not be
+  // armed: only Asio's own timer queue can fail, when it must grow its array to take the
+  // wait back (other Asio timers of the clock were added meanwhile) and the heap has
+  // nothing; a continuation, posted instead, tries again.
+  bool arm_if_earlier(tick_type tick) {
+    if (armed_ && tick >= armed_at_)
+      return true;
+    if constexpr (is_virtual_clock<Clock>::value) {
+      // No Asio timer: virtual_time reads armed_at_ (virtual_next) and drives the turn.
+      armed_ = true;
+      armed_at_ = tick;
+      return true;
+    }
+    if (driver_busy_) {
+      // Its one wait is armed for later, or done with its handler queued. Cancelled, it
+      // comes back to on_driver(), which arms the driver for the wheel's next expiry, this
+      // tick included: the wait's memory is free by then.
+      if (armed_) {
+        armed_ = false;
+        cancel_driver();
+      }
+      return true;
+    }
+    driver_->expires_at(scale_.time_of(tick)); // no wait pending: cancels nothing
+    try {
+      driver_->async_wait(driver_handler{this});
+    } catch (const std::bad_alloc&) {
+      post_continuation();
+      return false;
+    }
+    driver_busy_ = armed_ = true;
     armed_at_ = tick;
+    return true;
   }
 
   void cancel_by_slot(op_cancellation& cancellation) {
     std::lock_guard lock(mutex_);
-    if (wait_op* op = cancellation.op_.load(std::memory_order_relaxed))
-      detach(op, true);
+    if (wait_op* op = cancellation.op_.load(std::memory_order_relaxed)) {
+      // emit() is not expected to throw: the reserve stands in for the heap.
+      spare_block spare = spare_or_reserve(op->owner_->holds(op));
+      post_drain();
+      detach(op, true, spare);
+    }
   }
 
   void unlink_cancellation(op_cancellation& cancellation) {
@@ -657,18 +1111,30 @@ private:
     }
   }
 
-  // --- Completion handlers, on the context. ---
+  // --- Completion handlers, on the context (without the lock). ---
 
-  void on_driver(const asio::error_code& ec) {
-    if (ec == asio::error::operation_aborted)
-      return; // superseded by a later arm, or disarmed
+  // The driver's wait is done: expired, or cancelled to be armed again (or disarmed).
+  // Either way its memory is free, and an expiry turn arms it for what is left.
+  void on_driver() {
     std::unique_lock lock(mutex_);
-    // Whichever wait this was, the driver is not known to be armed any more; at worst the
-    // next arm aborts a wait that is still pending.
+    driver_busy_ = false;
     armed_ = false;
-    expire(lock);
+    if (!shutdown_)
+      expire(lock);
   }
 
+  void resume() {
+    std::unique_lock lock(mutex_);
+    continuation_posted_ = false;
+    if (!shutdown_)
+      expire(lock);
+  }
+
+  // An expiry turn: takes the due waits out of the wheel, arms the driver for what is left,
+  // and completes them. If memory is short (a wait cannot leave its timer's storage, or the
+  // driver cannot be armed), the waits taken so far still complete, the rest stay in the
+  // wheel, a continuation is queued, and std::bad_alloc leaves run(): the next run() carries
+  // on. Called with the lock held; releases it.
   void expire(std::unique_lock<futex_mutex>& lock) {
     const tick_type now = scale_.floor(Clock::now());
     // A clock stepped back (see due()): what the wheel holds for ticks after `now` is not due,
@@ -678,19 +1144,49 @@ private:
       wheel_->rewind(now);
     wait_op* head = nullptr;
     wait_op** tail = &head;
-    // noexcept: the entry has left the wheel, so running out of memory for the block of
-    // an inline wait (see evict) would leave its waits nowhere. It terminates instead.
+    bool short_of_memory = false;
+    std::uint64_t batch = 0;
+    // Lateness is recorded per run of entries with one deadline (they expire in deadline
+    // order, so a tick's entries are consecutive): a compare per entry, not a histogram
+    // update, which kept callgrind_ops fire within 2% (docs/statistics.md).
+    tick_type run_wanted = 0;
+    std::uint64_t run_length = 0;
+    auto record_run = [&]() noexcept {
+      const tick_type late = now - run_wanted;
+      counters_.lateness[std::bit_width(late)] += run_length;
+      counters_.lateness_sum += late * run_length;
+    };
     const bool done = wheel_->advance(now, expiry_budget, [&](wheel_node& node) noexcept {
       auto& entry = static_cast<timer_entry&>(node);
       if (entry.head_ == nullptr)
-        return; // left behind by a cancellation: dropped
+        return true; // left behind by a cancellation: dropped
       if (entry.wanted_ > now) {
+        ++counters_.refiles;
         wheel_->insert(entry, entry.wanted_); // re-armed for later since it was filed
-        return;
+        return true;
       }
+      // A wait in the timer's storage needs a block (see evict); without one, the entry
+      // goes back, due, for the continuation.
+      void* block = nullptr;
+      if (entry.inline_busy_.load(std::memory_order_relaxed)) {
+        try {
+          block = block_cache::allocate(inline_op_size);
+        } catch (...) {
+          short_of_memory = true;
+          return false;
+        }
+      }
+      spare_block spare(std::in_place, block);
       --live_;
-      spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
-      for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr;) {
+      // Per timer, not per wait: its waits share the deadline (see wheel_statistics).
+      if (entry.wanted_ != run_wanted) {
+        if (run_length != 0)
+          record_run();
+        run_wanted = entry.wanted_;
+        run_length = 0;
+      }
+      ++run_length;
+      for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr; ++batch) {
         wait_op* const next = op->next_;
         op = evict(entry, op, spare);
         op->owner_ = nullptr;
@@ -701,20 +1197,36 @@ private:
         tail = &op->next_;
         op = next;
       }
+      return true;
     });
-    if (!done) {
-      // Give the context's other handlers a turn before the rest of the backlog.
-      asio::post(home_, [this] {
-        std::unique_lock relock(mutex_);
-        expire(relock);
-      });
-    } else if (live_ != 0) {
-      // The first filing may be one left behind (see file()): early, never late.
-      if (auto next = wheel_->next_expiry())
-        arm_if_earlier(*next);
+    if (run_length != 0)
+      record_run();
+    ++counters_.turns;
+    counters_.empty_turns += batch == 0;
+    counters_.batch(batch);
+    counters_.decided[0] += batch;
+    bool failed = short_of_memory;
+    std::exception_ptr error;
+    try {
+      if (!done) {
+        counters_.budget_turns += !short_of_memory;
+        // Give the context's other handlers a turn before the rest of the backlog.
+        post_continuation();
+      } else if (live_ != 0) {
+        // The first filing may be one left behind (see file()): early, never late.
+        if (auto next = wheel_->next_expiry())
+          failed = !arm_if_earlier(*next) || failed;
+      }
+    } catch (...) {
+      // Only on a context that is neither an io_context nor a thread pool: posting failed.
+      error = std::current_exception();
     }
     lock.unlock();
     run(head);
+    if (error)
+      std::rethrow_exception(error);
+    if (failed)
+      throw std::bad_alloc();
   }
 
   void drain() {
@@ -724,6 +1236,8 @@ private:
       list = ready_head_;
       ready_head_ = ready_tail_ = nullptr;
       drain_posted_ = false;
+      refill_reserve();
+      counters_.batch(std::exchange(ready_count_, 0));
     }
     run(list);
   }
@@ -742,8 +1256,11 @@ private:
     for (bool first = true; list != nullptr; first = false) {
       // io_context::stop() from a handler of the batch: run() must return after that
       // handler, as it would with one scheduler operation per handler. The rest waits.
-      if (!first && home_context_ != nullptr && home_context_->stopped())
-        return;
+      if (!first) {
+        asio::io_context* const home = home_context_.load(std::memory_order_relaxed);
+        if (home != nullptr && home->stopped())
+          return;
+      }
       wait_op* op = list;
       list = op->next_;
       op->complete(true);
@@ -753,25 +1270,39 @@ private:
   void requeue_front(wait_op* list) {
     std::lock_guard lock(mutex_);
     wait_op* last = list;
-    while (last->next_ != nullptr)
+    ++ready_count_;
+    while (last->next_ != nullptr) {
       last = last->next_;
+      ++ready_count_;
+    }
     last->next_ = ready_head_;
     if (ready_head_ == nullptr)
       ready_tail_ = last;
     ready_head_ = list;
-    if (!drain_posted_ && !shutdown_) {
-      // Set once posted: if post() throws, the next completion tries again.
-      asio::post(home_, [this] { drain(); });
-      drain_posted_ = true;
-    }
+    post_drain(); // on an io_context or a thread pool, cannot throw
   }
 
-  // Guards every member below, the timer_entry lists, and wait_op links.
+  // Only for a context of a kind find_home() cannot tell: the thread home_ runs on. Stopped
+  // by shutdown(). Declared before home_ and driver_, which refer to it, so that it
+  // outlives them.
+  std::optional<asio::thread_pool> own_thread_;
+  // Set, once, by find_home(), after home_, home_context_ and own_thread_, which do not
+  // change after; read without the lock by is_home().
+  std::atomic<bool> home_found_{false};
+  // The io_context behind home_, if it is one: handlers bound to its plain executor are
+  // called directly from the drains, and its stop() interrupts a batch. Set once, by
+  // find_home(); read without the lock by is_home() and run().
+  std::atomic<asio::io_context*> home_context_{nullptr};
+  // Guards every member below, the timer_entry lists, and wait_op links (and the members
+  // above, until home_found_ is set).
   mutable futex_mutex mutex_;
-  // The executor the driver and drain handlers run on: the context's own. Set by start().
+  // Statistics (see wheel_statistics): totals only ever grow.
+  wheel_counters counters_;
+  // Waits in the ready queue, for the batch size of the next drain.
+  std::uint64_t ready_count_ = 0;
+  // The executor the driver and drain handlers run on: the context's own plain executor
+  // (untracked, not a strand), or own_thread_'s.
   asio::any_io_executor home_;
-  // The io_context behind home_, if it is one: its stop() interrupts a batch.
-  asio::io_context* home_context_ = nullptr;
   // Tick length and the instant of tick 0 of wheel_.
   tick_scale<Clock> scale_;
   // Re-created by set_tick() (only while empty), hence optional.
@@ -782,12 +1313,26 @@ private:
   // Waits whose result is decided, in completion order, linked through wait_op::next_.
   wait_op* ready_head_ = nullptr;
   wait_op* ready_tail_ = nullptr;
-  // True while a drain handler is queued on home_; at most one is.
+  // True while a drain handler is queued on home_; at most one is, in drain_memory_.
   bool drain_posted_ = false;
-  // True while the driver has a wait for armed_at_ that has not completed or been aborted.
+  // True while a continuation of the expiry turn is queued; at most one is, in
+  // continuation_memory_.
+  bool continuation_posted_ = false;
+  // True while the driver has a wait outstanding: from async_wait() until its handler runs
+  // (completed or cancelled). At most one is, in driver_memory_.
+  bool driver_busy_ = false;
+  // True while that wait is armed for armed_at_: not cancelled, not known to have fired.
   bool armed_ = false;
   tick_type armed_at_ = 0;
   bool shutdown_ = false;
+  // Spare blocks for waits leaving their timers where nothing may throw, linked through
+  // their first word; reserve_target of them once the first wait is started.
+  static constexpr std::size_t reserve_target = 4;
+  void* reserve_ = nullptr;
+  std::size_t reserve_count_ = 0;
+  own_memory driver_memory_;
+  own_memory drain_memory_;
+  own_memory continuation_memory_;
   // The one Asio timer of this wheel; exists from the first wait until shutdown().
   std::optional<asio::basic_waitable_timer<Clock, WaitTraits, asio::any_io_executor>> driver_;
 };

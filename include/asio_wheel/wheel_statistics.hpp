@@ -1,0 +1,161 @@
+//
+// wheel_statistics.hpp
+// ~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_WHEEL_STATISTICS_HPP
+#define ASIO_WHEEL_WHEEL_STATISTICS_HPP
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace asio_wheel {
+
+/// A snapshot of the timing wheel of one execution context and clock.
+/**
+ * Returned by get_statistics(). Every field was read under the wheel's lock at one instant,
+ * so the fields agree with each other (for instance waits_pending() is exact). The totals
+ * count from the wheel's creation (the context's first wheel wait on that clock) and only
+ * grow. A context without a wheel for the clock gives a snapshot of zeros.
+ *
+ * "Tick" is the wheel's tick (the @c tick field; 1 ms unless set_tick() changed it).
+ */
+struct wheel_statistics {
+  /// Levels of the wheel (64 slots each; level k holds deadlines up to 64^(k+1) ticks ahead).
+  static constexpr std::size_t levels = 11;
+  /// Buckets of the lateness histogram: 0 ticks late, then [2^(k-1), 2^k) ticks for k >= 1.
+  static constexpr std::size_t lateness_buckets = 65;
+
+  /// The wheel's tick length; zero when the context has no wheel for this clock.
+  std::chrono::nanoseconds tick{0};
+
+  // --- Now. ---
+
+  /// Timers (wheel_timer objects, idle timers, heartbeats, groups' timers) with at least one
+  /// pending wait. Several waits on one timer count once here (they share its expiry).
+  std::size_t timers_pending = 0;
+  /// Entries linked in the wheel, per level. Includes timers whose waits were cancelled but
+  /// which the wheel keeps until their tick (lazy re-arm), so the sum may exceed
+  /// timers_pending. Counted at the snapshot by a walk over the wheel's lists (keeping the
+  /// counts per link and unlink cost 2% of an expiry's instructions): all zero when
+  /// get_statistics() was asked not to count them.
+  std::array<std::size_t, levels> timers_per_level{};
+  /// Time until the wheel's driver next wakes, read from the clock at the snapshot: never
+  /// later than the earliest pending wait's expiry (it may be earlier: the driver also wakes
+  /// for a cancelled timer's tick or to re-file an upper-level slot). Zero if the wake-up is
+  /// overdue; empty when nothing is pending (the driver is not armed).
+  std::optional<std::chrono::nanoseconds> next_expiry;
+
+  // --- Totals since the wheel was created. ---
+
+  /// Waits started (async_wait calls that reached the wheel).
+  std::uint64_t waits_started = 0;
+  /// Waits decided as expired (their handler gets a success error_code), including those
+  /// whose expiry had already passed when they started (see waits_expired_at_start).
+  std::uint64_t waits_succeeded = 0;
+  /// Waits decided as aborted (cancel(), expires_at()/expires_after() on a busy timer,
+  /// destruction, per-operation cancellation): their handler gets operation_aborted.
+  std::uint64_t waits_aborted = 0;
+  /// Of waits_succeeded: waits whose expiry had passed when they started, completed
+  /// without the wheel. They are not in the lateness histogram.
+  std::uint64_t waits_expired_at_start = 0;
+  /// Driver turns: each run of the driver's handler (a wake-up of the one Asio timer behind
+  /// the wheel, or the continuation of a turn that hit its budget).
+  std::uint64_t driver_turns = 0;
+  /// Of driver_turns: turns that found no wait due (woken for a tick whose waits had been
+  /// cancelled, or re-armed for later: the cost of lazy re-arm; or a cascade-only turn).
+  std::uint64_t empty_turns = 0;
+  /// Timers found at their filed tick with waits re-armed for a later expiry, and filed
+  /// again (lazy re-arm: one re-file per tick reached, however many re-arms).
+  std::uint64_t lazy_refiles = 0;
+  /// Batches of completions: lists of decided waits completed from one handler on the
+  /// context (one per driver turn that found waits due, one per drain of aborted waits).
+  std::uint64_t batches = 0;
+  /// The largest batch so far, in waits.
+  std::uint64_t largest_batch = 0;
+  /// Driver turns that stopped at the expiry budget (4096 expiries) or the cascade budget
+  /// (16384 re-filed entries) and left the rest to a new turn, so that the context's other
+  /// handlers get a turn.
+  std::uint64_t budget_turns = 0;
+
+  /// Lateness of the timer expiries completed by the driver, in ticks: how many whole ticks
+  /// after its deadline tick the driver turn that completed a timer's waits came. Counted
+  /// once per timer (a timer's waits share its expiry; almost every timer has one wait).
+  /// Bucket 0: on time (in the deadline's own tick); bucket k >= 1: late by [2^(k-1), 2^k)
+  /// ticks. The time from that turn to the handler's call (the context's queue) is not
+  /// included.
+  std::array<std::uint64_t, lateness_buckets> lateness{};
+  /// Sum of the lateness, in ticks, of the expiries counted in the histogram.
+  std::uint64_t lateness_sum = 0;
+
+  /// Waits started and not yet decided: waits_started - waits_succeeded - waits_aborted.
+  std::uint64_t waits_pending() const noexcept {
+    return waits_started - waits_succeeded - waits_aborted;
+  }
+
+  /// Number of timer expiries in the lateness histogram.
+  std::uint64_t lateness_count() const noexcept {
+    std::uint64_t n = 0;
+    for (std::uint64_t b : lateness)
+      n += b;
+    return n;
+  }
+
+  /// Upper bound, in ticks, of the lateness of the waits of bucket @c k (exclusive for
+  /// k >= 1: bucket k holds [2^(k-1), 2^k) ticks; bucket 0 holds exactly 0).
+  static constexpr std::uint64_t bucket_upper(std::size_t k) noexcept {
+    return k == 0 ? 0 : (k >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << k) - 1);
+  }
+
+  /// The smallest bucket bound (bucket_upper) at or under which a fraction @c q (0 to 1) of
+  /// the histogram's expiries lies: a p50/p99 read-out, in ticks. Zero when it is empty.
+  std::uint64_t lateness_quantile(double q) const noexcept {
+    const std::uint64_t total = lateness_count();
+    if (total == 0)
+      return 0;
+    std::uint64_t seen = 0;
+    for (std::size_t k = 0; k < lateness_buckets; ++k) {
+      seen += lateness[k];
+      if (static_cast<double>(seen) >= q * static_cast<double>(total))
+        return bucket_upper(k);
+    }
+    return bucket_upper(lateness_buckets - 1);
+  }
+};
+
+namespace detail {
+
+// The wheel service's totals, kept under its lock; see wheel_statistics for each one.
+struct wheel_counters {
+  std::uint64_t started = 0;
+  // Indexed by "aborted": [0] succeeded, [1] aborted; one increment in make_ready().
+  std::uint64_t decided[2] = {0, 0};
+  std::uint64_t expired_at_start = 0;
+  std::uint64_t turns = 0;
+  std::uint64_t empty_turns = 0;
+  std::uint64_t refiles = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t largest_batch = 0;
+  std::uint64_t budget_turns = 0;
+  std::uint64_t lateness[wheel_statistics::lateness_buckets] = {};
+  std::uint64_t lateness_sum = 0;
+
+  void batch(std::uint64_t n) noexcept {
+    if (n == 0)
+      return;
+    ++batches;
+    if (n > largest_batch)
+      largest_batch = n;
+  }
+};
+
+} // namespace detail
+} // namespace asio_wheel
+
+#endif // ASIO_WHEEL_WHEEL_STATISTICS_HPP

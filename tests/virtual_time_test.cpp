@@ -1,0 +1,404 @@
+//
+// virtual_time_test.cpp
+// ~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+// asio_wheel::virtual_clock and virtual_time. Asio has no virtual time (an
+// asio::basic_waitable_timer<virtual_clock> sleeps in real time and polls the clock), so
+// these cases are ours alone: what they pin down is the contract of virtual_time.hpp.
+//
+// advance(): everything due within the window completes, in deadline order, each handler
+// seeing now() >= its expiry (never early), re-arms within the window too; the clock ends at
+// exactly now + d. run(): jumps deadline to deadline until nothing is pending. The rule for
+// real I/O: run() without a hold fires a timeout while real work is outstanding (the tokio
+// footgun, shown so that the rule is not vacuous), with a hold it waits for the real event.
+// Then the hours-long heartbeat server scenario, twice, compared by digest.
+
+#include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/cancel_after.hpp>
+#include <asio_wheel/heartbeat_group.hpp>
+#include <asio_wheel/idle_timer.hpp>
+#include <asio_wheel/statistics.hpp>
+#include <asio_wheel/virtual_time.hpp>
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+using namespace std::chrono_literals;
+using vclock = asio_wheel::virtual_clock;
+using vtimer = asio_wheel::basic_wheel_timer<vclock>;
+
+TEST_CASE("virtual_clock is steady and moves only forward") {
+  static_assert(vclock::is_steady);
+  static_assert(asio_wheel::is_virtual_clock<vclock>::value);
+  static_assert(!asio_wheel::is_virtual_clock<std::chrono::steady_clock>::value);
+  const auto t0 = vclock::now();
+  vclock::set(t0 + 5ms);
+  CHECK(vclock::now() == t0 + 5ms);
+  vclock::set(t0); // back: ignored
+  CHECK(vclock::now() == t0 + 5ms);
+}
+
+TEST_CASE("a pending virtual wait does not keep io_context::run() busy, nor complete") {
+  asio::io_context io;
+  vtimer t(io, 10ms);
+  bool done = false;
+  t.async_wait([&](const asio::error_code&) { done = true; });
+  const auto real0 = std::chrono::steady_clock::now();
+  io.run();
+  CHECK(std::chrono::steady_clock::now() - real0 < 1s);
+  CHECK_FALSE(done);
+  asio_wheel::virtual_time vt(io);
+  vt.advance(10ms);
+  CHECK(done);
+}
+
+TEST_CASE("advance() completes what is due within the window, in deadline order, never early") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const auto t0 = vt.now();
+  std::vector<int> order;
+  std::vector<vclock::time_point> seen;
+  vtimer a(io, t0 + 30ms), b(io, t0 + 10ms), c(io, t0 + 20ms), d(io, t0 + 5s);
+  auto on = [&](int id, vtimer& t) {
+    t.async_wait([&, id, exp = t.expiry()](const asio::error_code& ec) {
+      CHECK_FALSE(ec);
+      CHECK(vclock::now() >= exp); // never early
+      order.push_back(id);
+      seen.push_back(vclock::now());
+    });
+  };
+  on(1, a);
+  on(2, b);
+  on(3, c);
+  on(4, d);
+  CHECK(vt.next_deadline() == t0 + 10ms);
+  vt.advance(25ms);
+  CHECK(order == std::vector<int>{2, 3});
+  CHECK(seen == std::vector<vclock::time_point>{t0 + 10ms, t0 + 20ms}); // each at its own time
+  CHECK(vt.now() == t0 + 25ms);
+  vt.advance(5ms);
+  CHECK(order == std::vector<int>{2, 3, 1});
+  vt.advance(1h);
+  CHECK(order == std::vector<int>{2, 3, 1, 4});
+  CHECK(vt.now() == t0 + 30ms + 1h);
+  CHECK_FALSE(vt.next_deadline());
+}
+
+TEST_CASE("advance() completes waits re-armed by handlers within the window") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const auto t0 = vt.now();
+  vtimer t(io);
+  int ticks = 0;
+  std::function<void(const asio::error_code&)> again = [&](const asio::error_code& ec) {
+    if (ec)
+      return;
+    ++ticks;
+    CHECK(vclock::now() == t0 + ticks * 10ms);
+    t.expires_after(10ms);
+    t.async_wait(again);
+  };
+  t.expires_after(10ms);
+  t.async_wait(again);
+  vt.advance(100ms);
+  CHECK(ticks == 10);
+  vt.advance(9ms);
+  CHECK(ticks == 10);
+  vt.advance(1ms);
+  CHECK(ticks == 11);
+  t.cancel();
+  vt.advance(0ms); // runs the aborted handler
+}
+
+TEST_CASE("run() jumps from deadline to deadline until nothing is pending") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const auto t0 = vt.now();
+  vtimer t(io);
+  int n = 0;
+  std::function<void(const asio::error_code&)> again = [&](const asio::error_code&) {
+    if (++n < 1000) {
+      t.expires_after(1h);
+      t.async_wait(again);
+    }
+  };
+  t.expires_after(1h);
+  t.async_wait(again);
+  const auto real0 = std::chrono::steady_clock::now();
+  vt.run();
+  CHECK(n == 1000);
+  CHECK(vt.now() == t0 + 1000h);
+  CHECK(std::chrono::steady_clock::now() - real0 < 5s);
+
+  // run_for() stops at its limit and leaves the clock there.
+  t.expires_after(10min);
+  bool fired = false;
+  t.async_wait([&](const asio::error_code&) { fired = true; });
+  vt.run_for(5min);
+  CHECK_FALSE(fired);
+  CHECK(vt.now() == t0 + 1000h + 5min);
+  vt.run_for(5min);
+  CHECK(fired);
+}
+
+TEST_CASE("idle_timer, heartbeat_group and cancel_at run on virtual time") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const auto t0 = vt.now();
+  asio_wheel::basic_idle_timer<vclock> idle(io, 30min);
+  std::optional<vclock::time_point> idle_at;
+  idle.async_wait([&](const asio::error_code& ec) {
+    if (!ec)
+      idle_at = vclock::now();
+  });
+  vt.advance(20min);
+  idle.touch(); // at t0 + 20 min: the timeout now ends at t0 + 50 min
+  vt.advance(29min);
+  CHECK_FALSE(idle_at);
+  vt.advance(1min);
+  REQUIRE(idle_at);
+  CHECK(*idle_at == t0 + 50min);
+
+  // cancel_at with a virtual deadline: the inner wait is aborted at the deadline.
+  vtimer forever(io, vclock::time_point::max());
+  std::optional<asio::error_code> result;
+  forever.async_wait(
+      asio_wheel::cancel_at(vt.now() + 15s, [&](const asio::error_code& ec) { result = ec; }));
+  vt.advance(14s);
+  CHECK_FALSE(result);
+  vt.advance(1s);
+  REQUIRE(result);
+  CHECK(*result == asio::error::operation_aborted);
+}
+
+TEST_CASE("real I/O: run() jumps when only real work is outstanding, unless held") {
+  // The "real I/O" is an asio::steady_timer of 20 ms of real time: like a socket read, it
+  // is outstanding work whose completion poll() cannot see yet.
+  SUBCASE("without a hold the virtual timeout fires first (the footgun the rule avoids)") {
+    asio::io_context io;
+    asio_wheel::virtual_time vt(io);
+    asio::steady_timer real(io, 20ms);
+    vtimer timeout(io, 1h);
+    std::vector<int> order;
+    real.async_wait([&](const asio::error_code&) { order.push_back(1); });
+    timeout.async_wait([&](const asio::error_code&) { order.push_back(2); });
+    vt.run();
+    io.restart();
+    io.run(); // the real timer
+    CHECK(order == std::vector<int>{2, 1});
+  }
+  SUBCASE("with a hold run() waits for the real event before jumping") {
+    asio::io_context io;
+    asio_wheel::virtual_time vt(io);
+    asio::steady_timer real(io, 20ms);
+    vtimer timeout(io, 1h);
+    std::vector<int> order;
+    asio_wheel::virtual_time::hold h(vt);
+    real.async_wait([&](const asio::error_code&) {
+      order.push_back(1);
+      h.release();
+    });
+    timeout.async_wait([&](const asio::error_code&) { order.push_back(2); });
+    vt.run();
+    CHECK(order == std::vector<int>{1, 2});
+    CHECK(vt.holds() == 0);
+  }
+  SUBCASE("a hold with no outstanding work is an error, not a hang") {
+    asio::io_context io;
+    asio_wheel::virtual_time vt(io);
+    vtimer timeout(io, 1h);
+    timeout.async_wait([](const asio::error_code&) {});
+    asio_wheel::virtual_time::hold h(vt);
+    CHECK_THROWS_AS(vt.run(), std::logic_error);
+    h.release();
+    vt.run();
+  }
+  SUBCASE("advance() moves exactly by d, with real work outstanding or not") {
+    asio::io_context io;
+    asio_wheel::virtual_time vt(io);
+    asio::steady_timer real(io, 20ms);
+    vtimer timeout(io, 1h);
+    bool timed_out = false;
+    real.async_wait([](const asio::error_code&) {});
+    timeout.async_wait([&](const asio::error_code&) { timed_out = true; });
+    vt.advance(59min);
+    CHECK_FALSE(timed_out);
+    io.restart();
+    io.run_one(); // the real event
+    vt.advance(1min);
+    CHECK(timed_out);
+  }
+}
+
+TEST_CASE("property: never early, deadline order, under random arms, cancels and steps") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  std::mt19937_64 rng(16);
+  constexpr int n = 2000;
+  std::vector<std::unique_ptr<vtimer>> timers;
+  std::vector<vclock::time_point> completed_expiry;
+  int early = 0, aborted = 0, done = 0;
+  for (int i = 0; i < n; ++i) {
+    timers.push_back(std::make_unique<vtimer>(io));
+    auto& t = *timers.back();
+    // Up to 5 000 000 ticks ahead: levels 0 to 3.
+    t.expires_after(std::chrono::microseconds(rng() % 5'000'000'000ull));
+    t.async_wait([&, exp = t.expiry()](const asio::error_code& ec) {
+      if (ec) {
+        ++aborted;
+        return;
+      }
+      ++done;
+      if (vclock::now() < exp)
+        ++early;
+      completed_expiry.push_back(exp);
+    });
+  }
+  int cancelled = 0;
+  for (int i = 0; i < n; i += 7)
+    cancelled += static_cast<int>(timers[i]->cancel());
+  while (vt.next_deadline())
+    vt.advance(std::chrono::microseconds(rng() % 200'000'000ull));
+  CHECK(early == 0);
+  CHECK(aborted == cancelled);
+  CHECK(done == n - cancelled);
+  // Completion order is deadline order, at tick (1 ms) resolution: expiries in one tick
+  // complete together, and the tick is what the wheel orders by.
+  int out_of_order = 0;
+  for (std::size_t i = 1; i < completed_expiry.size(); ++i)
+    if (std::chrono::ceil<std::chrono::milliseconds>(completed_expiry[i].time_since_epoch()) <
+        std::chrono::ceil<std::chrono::milliseconds>(completed_expiry[i - 1].time_since_epoch()))
+      ++out_of_order;
+  CHECK(out_of_order == 0);
+}
+
+namespace {
+
+// A heartbeat server with `conns` connections, for `span` of virtual time. Each connection's
+// client sends a message every 3 to 12 min (a wheel_timer); the server touches its member
+// on each. After a message, with probability 1/20, the client goes silent: the group pings it
+// at 10 min of quiet, drops it at 20 min, and the client reconnects 1 to 60 s later (a new
+// watch). A client not silent answers a ping at once (a touch). Returns a digest of every
+// event (kind, connection, virtual time) in order, and the counts.
+struct scenario_result {
+  std::uint64_t digest = 1469598103934665603ull;
+  std::uint64_t messages = 0, pings = 0, drops = 0, reconnects = 0;
+  asio_wheel::heartbeat_group_statistics group;
+  asio_wheel::wheel_statistics wheel;
+  std::chrono::nanoseconds real{0};
+};
+
+scenario_result heartbeat_scenario(std::size_t conns, vclock::duration span) {
+  using group_type = asio_wheel::basic_heartbeat_group<vclock>;
+  struct connection : group_type::member {
+    std::size_t id = 0;
+    vtimer client;
+    bool silent = false;
+    explicit connection(asio::io_context& io) : client(io) {}
+  };
+  scenario_result r;
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const auto t0 = vt.now();
+  std::mt19937_64 rng(42);
+  auto record = [&](std::uint64_t kind, std::size_t id) {
+    for (std::uint64_t v : {kind, std::uint64_t{id},
+                            std::uint64_t(vclock::now().time_since_epoch().count() -
+                                          t0.time_since_epoch().count())}) {
+      r.digest ^= v;
+      r.digest *= 1099511628211ull;
+    }
+  };
+  std::deque<connection> pool;
+  std::function<void(connection&)> next_message;
+  group_type group(io, {10min, 20min}, [&](group_type::member& m, group_type::event e) {
+    auto& c = static_cast<connection&>(m);
+    if (e == group_type::event::ping) {
+      ++r.pings;
+      record(1, c.id);
+      if (!c.silent)
+        c.touch(); // the pong
+      return;
+    }
+    ++r.drops;
+    record(2, c.id);
+    c.client.cancel();
+    c.silent = false;
+    c.client.expires_after(std::chrono::seconds(1 + rng() % 60));
+    c.client.async_wait([&, cp = &c](const asio::error_code& ec) {
+      if (ec)
+        return;
+      ++r.reconnects;
+      record(3, cp->id);
+      group.watch(*cp);
+      next_message(*cp);
+    });
+  });
+  next_message = [&](connection& c) {
+    c.client.expires_after(std::chrono::seconds(180 + rng() % 541));
+    c.client.async_wait([&, cp = &c](const asio::error_code& ec) {
+      if (ec)
+        return;
+      ++r.messages;
+      record(0, cp->id);
+      cp->touch();
+      if (rng() % 20 == 0)
+        cp->silent = true; // stops sending: ping, then drop
+      else
+        next_message(*cp);
+    });
+  };
+  const auto real0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < conns; ++i) {
+    pool.emplace_back(io);
+    pool.back().id = i;
+    group.watch(pool.back());
+    next_message(pool.back());
+  }
+  vt.advance(span);
+  r.real = std::chrono::steady_clock::now() - real0;
+  r.group = group.statistics();
+  r.wheel = asio_wheel::get_statistics<vclock>(io);
+  for (auto& c : pool)
+    c.client.cancel();
+  vt.advance(0s);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("heartbeat server: 10k connections, 2 hours of virtual time, deterministic") {
+  const auto a = heartbeat_scenario(10'000, 2h);
+  const auto b = heartbeat_scenario(10'000, 2h);
+  MESSAGE("2 h virtual, 10k connections: real "
+          << std::chrono::duration<double>(a.real).count() << " s and "
+          << std::chrono::duration<double>(b.real).count() << " s; " << a.messages << " messages, "
+          << a.pings << " pings, " << a.drops << " drops, " << a.reconnects << " reconnects");
+  CHECK(a.digest == b.digest);
+  CHECK(a.messages == b.messages);
+  // The scenario does what it says: every kind of event happened, many times.
+  CHECK(a.messages > 100'000);
+  CHECK(a.group.refiles > 10'000);
+  CHECK(a.pings > 1'000);
+  CHECK(a.drops > 1'000);
+  CHECK(a.reconnects > 1'000);
+  // The group's and the wheel's counters agree with what the handlers saw.
+  CHECK(a.group.pings == a.pings);
+  CHECK(a.group.drops == a.drops);
+  CHECK(a.group.members <= 10'000);
+  CHECK(a.wheel.lateness[0] == a.wheel.lateness_count()); // virtual time: never late
+  CHECK(a.wheel.waits_pending() == a.wheel.timers_pending);
+}
