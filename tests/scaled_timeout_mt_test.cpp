@@ -347,3 +347,46 @@ TEST_CASE("idle_timer and heartbeat: the factor changed from another thread, up 
     CHECK(c->hb_done);
   }
 }
+
+TEST_CASE("timeout_scale: set() from another thread while groups and timers with ranges come "
+          "and go") {
+  // Registration and unregistration of listeners race with set(): a group's destructor
+  // waits for a set() that is telling it, and a change posted to a group already gone finds
+  // it gone.
+  asio::io_context ioc(1);
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> sets{0};
+  std::thread setter([&] {
+    const double factors[] = {0.0, 1.0, 0.5, 0.25};
+    for (std::size_t i = 0; !stop.load(); ++i) {
+      scale.set(factors[i % std::size(factors)]);
+      sets.fetch_add(1);
+    }
+  });
+#if defined(ASIO_WHEEL_TEST_SANITIZED)
+  constexpr int kRounds = 200;
+#else
+  constexpr int kRounds = 1000;
+#endif
+  std::size_t events = 0, completions = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    asio_wheel::heartbeat_group group(ioc, {.ping_after = {1ms, 3ms}, .drop_after = {2ms, 6ms}},
+                                      [&](asio_wheel::heartbeat_group::member&,
+                                          asio_wheel::heartbeat_group::event) { ++events; });
+    asio_wheel::heartbeat_group::member m;
+    group.watch(m);
+    asio_wheel::idle_timer idle(ioc, asio_wheel::idle_timer::range{1ms, 4ms});
+    idle.async_wait([&](asio::error_code) { ++completions; });
+    ioc.restart();
+    ioc.run_for(std::chrono::microseconds(i % 4 * 1000));
+  }
+  stop.store(true);
+  setter.join();
+  ioc.restart();
+  ioc.run(); // the aborted waits, and the changes posted to groups now gone
+  MESSAGE(sets.load() << " changes of the factor, " << events << " group events, " << completions
+                      << " idle completions");
+  CHECK(completions == static_cast<std::size_t>(kRounds)); // each completed or aborted once
+  CHECK(sets.load() > 0);
+}

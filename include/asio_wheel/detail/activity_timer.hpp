@@ -156,8 +156,10 @@ public:
    * @return The number of waits cancelled.
    */
   std::size_t cancel() {
-    leave_queue();
-    return timer_.cancel();
+    std::size_t cancelled = 0;
+    // Out of its queue only once cancelled: if cancel() throws, the timer is as it was.
+    leave_queue_after([&] { cancelled = timer_.cancel(); });
+    return cancelled;
   }
 
 protected:

@@ -112,12 +112,11 @@ public:
     node_fifo& fifo = q->fifo;
     const time_point at = fifo.empty() ? min_at : std::max(min_at, key_time(fifo.back()));
     fifo.push_back(w, key_of(at));
-    if (fifo.size() == 1) {
-      try {
-        arm(*q);
-      } catch (...) {
-        // Parked: it completes at its max at the latest; the next park or change retries.
-      }
+    try {
+      // Nothing to do unless `w` is the head, or an earlier arm() failed.
+      arm(*q);
+    } catch (...) {
+      // Parked: it completes at its max at the latest; the next park or change retries.
     }
   }
 
