@@ -305,6 +305,38 @@ TEST_CASE_TEMPLATE("a timer whose expiry is time_point() or in the past complete
   CHECK_SUCCESS_AT(c, Timer::time_point::min());
 }
 
+// Asio keeps a wait whose expiry has passed in its timer queue until the reactor's next
+// pass: until then it is pending, and cancel(), cancel_one() and expires_*() abort it.
+TEST_CASE_TEMPLATE("a wait started after its expiry is pending until it runs: cancel aborts it",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, sclock::now() - 1h);
+  std::vector<asio::error_code> got;
+  auto h = [&](const asio::error_code& ec) { got.push_back(ec); };
+  SUBCASE("cancel()") {
+    t.async_wait(h);
+    CHECK(t.cancel() == 1);
+  }
+  SUBCASE("cancel_one()") {
+    t.async_wait(h);
+    CHECK(t.cancel_one() == 1);
+  }
+  SUBCASE("expires_after()") {
+    t.expires_after(0s);
+    t.async_wait(h);
+    CHECK(t.expires_after(1h) == 1);
+  }
+  SUBCASE("a second wait on the same timer joins the first") {
+    t.async_wait(h);
+    t.async_wait(h);
+    CHECK(t.cancel() == 2);
+  }
+  guarded_run(ioc);
+  REQUIRE(!got.empty());
+  for (const auto& ec : got)
+    CHECK(ec == asio::error::operation_aborted);
+}
+
 TEST_CASE_TEMPLATE("waits on different timers complete in order of expiry", Timer, TIMER_TYPES) {
   asio::io_context ioc;
   // Started latest-first; 6 ms apart, so each is in its own tick of a 1 ms wheel.

@@ -249,21 +249,24 @@ public:
     }
     ++counters_.started;
     // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
-    // expiry that has passed completes without the wheel or the driver.
+    // expiry that has passed is filed at the wheel's current tick, due, and an expiry turn is
+    // queued for it instead of the driver: like Asio's timer queue, which keeps such a wait
+    // until the reactor's next pass, the wait stays on its timer until that turn, so a
+    // cancel() or expires_*() before it still aborts it. Filed at the wheel's time, not its
+    // own deadline, so that the lateness statistics count only the wheel's delay.
     const bool joins = entry.head_ != nullptr;
-    const tick_type deadline = scale_.ceil(expiry);
+    tick_type deadline = scale_.ceil(expiry);
     bool past = false;
     // Whatever may throw comes before any change, so that then the wait is only destroyed.
     // Arming does not throw (on an io_context or a thread pool): if Asio's timer queue
     // cannot take the driver's wait, a continuation arms it (see arm_if_earlier).
-    std::optional<spare_block> spare;
     try {
       past = !joins && due(deadline);
       if (!driver_)
         start(io_ex, ex);
       if (past) {
-        spare.emplace(entry.holds(op));
-        post_drain();
+        post_continuation();
+        deadline = std::max(deadline, wheel_->now());
       } else if (!joins) {
         arm_if_earlier(deadline);
       }
@@ -275,11 +278,7 @@ public:
     op->cancellation_ = cancellation;
     if (cancellation != nullptr)
       cancellation->op_.store(op, std::memory_order_relaxed);
-    if (past) {
-      ++counters_.expired_at_start;
-      make_ready(evict(entry, op, *spare), false);
-      return;
-    }
+    counters_.expired_at_start += past;
     append(entry, op);
     if (!joins) {
       ++live_;
