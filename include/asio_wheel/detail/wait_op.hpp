@@ -66,8 +66,9 @@ public:
   // Links in the owning timer's FIFO of pending waits; the ready queue reuses next_ once
   // the wait has left its timer.
   wait_op* next_ = nullptr;
-  // prev_ while the wait is pending; aborted_, its result, once it is ready to complete.
-  // Sharing the word keeps the operation of a small handler within a 56-byte block.
+  // prev_ while the wait is pending; aborted_, its result, once it is ready to complete (or
+  // to be destroyed: complete() reads it either way). Sharing the word keeps the operation
+  // of a small handler within a 56-byte block.
   union {
     wait_op* prev_ = nullptr;
     bool aborted_;
@@ -232,8 +233,7 @@ private:
         allocator_type alloc(self->allocator_);
         Completion completion(std::move(self->completion_));
         Handler handler(std::move(self->handler_));
-        // Only a wait queued to complete has its result set (it shares prev_'s word).
-        const asio::error_code ec = what == action::invoke ? self->result() : asio::error_code();
+        const asio::error_code ec = self->result();
         self->~wait_handler_op();
         std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
         if (what == action::invoke)

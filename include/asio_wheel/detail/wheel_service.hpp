@@ -832,10 +832,12 @@ private:
   // Destroys a wait that never started, without calling its handler. Without the lock: the
   // handler's destructor may call back into the service.
   static void discard(timer_entry& entry, wait_op* op) noexcept {
-    if (entry.holds(op))
+    if (entry.holds(op)) {
       op->destroy_inline(entry.inline_busy_);
-    else
+    } else {
+      op->aborted_ = false; // over prev_: complete() reads it
       op->complete(false);
+    }
   }
 
   // The waits of a timer, taken to be destroyed after shutdown: the one in its storage stays
@@ -854,6 +856,7 @@ private:
       wait_op* const next = op->next_;
       unlink_cancellation(op);
       op->owner_ = nullptr;
+      op->aborted_ = false; // over prev_: complete() reads it
       if (entry.holds(op)) {
         waits.in_timer = op;
       } else {
