@@ -17,9 +17,9 @@
 //
 // Then, on both timer types: a handler's associated allocator serves its executor's
 // queueing too (a strand's operation). Over-aligned handlers are in
-// over_aligned_handler_test.cpp. The thread pools, the io_context run by several threads (handlers
-// of unrelated timers must not be serialized) and a user's own execution context are in
-// executor_matrix_mt_test.cpp.
+// over_aligned_handler_test.cpp. The thread pools, the io_context run by several threads
+// (handlers of unrelated timers must not be serialized), a user's own execution context and
+// asio::system_executor are in executor_matrix_mt_test.cpp.
 //
 
 #include <asio_wheel/wheel_timer.hpp>
