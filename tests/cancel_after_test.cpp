@@ -39,9 +39,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
-#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
@@ -57,6 +55,7 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "asio_tokens.hpp"
 
 #include <array>
 #include <chrono>
@@ -89,8 +88,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace asio_wheel::test;
-using asio::experimental::as_tuple;
-using asio::experimental::deferred;
 using asio::ip::tcp;
 
 // "Promptly": generous for a noisy 2-core machine (and sanitizers), still far below kFar.

@@ -11,8 +11,7 @@
 
 #include <asio_wheel/detail/activity_timer.hpp>
 
-#include <asio/async_result.hpp>
-#include <asio/error.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -103,7 +102,7 @@ public:
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(asio::error_code)>(
+    return asio::async_initiate<WaitToken, void(error_code)>(
         typename base::template initiation<basic_idle_timer>(this), token);
   }
 
@@ -128,7 +127,7 @@ private:
   // The timer's wait completed. Touched since it was armed: wait for the rest.
   template <typename Handler>
   static void on_wait(detail::rearming_handler<basic_idle_timer, Handler>&& h,
-                      const asio::error_code& ec) {
+                      const error_code& ec) {
     if (!ec) {
       basic_idle_timer& self = h.owner();
       const time_point deadline = self.activity_.after(self.timeout_);

@@ -11,13 +11,7 @@
 
 #include <asio_wheel/detail/block_cache.hpp>
 
-#include <asio/associated_allocator.hpp>
-#include <asio/dispatch.hpp>
-#include <asio/error.hpp>
-#include <asio/execution.hpp>
-#include <asio/executor_work_guard.hpp>
-#include <asio/is_executor.hpp>
-#include <asio/prefer.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -98,7 +92,7 @@ public:
       : executor_(asio::prefer(ex, asio::execution::outstanding_work.tracked)) {}
 
   template <typename Handler>
-  void complete(Handler&& handler, const asio::error_code& ec) {
+  void complete(Handler&& handler, const error_code& ec) {
     asio::dispatch(executor_, [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
   }
 
@@ -115,7 +109,7 @@ public:
   explicit tracked_executor(const Executor& ex) : guard_(ex) {}
 
   template <typename Handler>
-  void complete(Handler&& handler, const asio::error_code& ec) {
+  void complete(Handler&& handler, const error_code& ec) {
     asio::dispatch(guard_.get_executor(),
                    [h = std::move(handler), ec]() mutable { std::move(h)(ec); });
   }
@@ -129,7 +123,7 @@ private:
 class direct_completion {
 public:
   template <typename Handler>
-  void complete(Handler&& handler, const asio::error_code& ec) {
+  void complete(Handler&& handler, const error_code& ec) {
     std::move(handler)(ec);
   }
 };
@@ -195,8 +189,8 @@ private:
     allocator_type alloc(self->allocator_);
     Completion completion(std::move(self->completion_));
     Handler handler(std::move(self->handler_));
-    const asio::error_code ec =
-        self->aborted_ ? asio::error_code(asio::error::operation_aborted) : asio::error_code();
+    const error_code ec =
+        self->aborted_ ? error_code(asio::error::operation_aborted) : error_code();
     self->~wait_handler_op();
     std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
     if (what == action::invoke)

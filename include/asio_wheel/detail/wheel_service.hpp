@@ -39,20 +39,12 @@
 // before any is destroyed, and those may be destroyed before this one.
 
 #include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/io_executor_holder.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 
-#include <asio/any_io_executor.hpp>
-#include <asio/associated_cancellation_slot.hpp>
-#include <asio/associated_executor.hpp>
-#include <asio/basic_waitable_timer.hpp>
-#include <asio/cancellation_type.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/io_context.hpp>
-#include <asio/post.hpp>
-#include <asio/strand.hpp>
-#include <asio/thread_pool.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>
 #include <cassert>
@@ -167,6 +159,14 @@ public:
           " ns); call set_tick() right after creating "
           "the io_context");
     reset_time(tick);
+  }
+
+  // The any_io_executor of this service's own io_context `io`, shared by the timers
+  // constructed from its plain executor (see io_executor_holder). Made by the first of them.
+  const shared_context_executor& own_executor(asio::io_context& io) {
+    std::call_once(own_executor_once_, [&] { own_executor_.emplace(io); });
+    assert(own_executor_->context == &io);
+    return *own_executor_;
   }
 
   // Starts a wait on `entry` for `expiry`. Strong guarantee: if it throws, nothing changed.
@@ -338,13 +338,13 @@ private:
   template <typename Executor>
   static asio::any_io_executor context_executor(const Executor& ex) {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      if (const auto* io = target_if<asio::io_context::executor_type>(ex))
+      if (const auto* io = detail::target_if<asio::io_context::executor_type>(ex))
         return io->context().get_executor();
-      if (const auto* s = target_if<asio::strand<asio::io_context::executor_type>>(ex))
+      if (const auto* s = detail::target_if<asio::strand<asio::io_context::executor_type>>(ex))
         return s->get_inner_executor().context().get_executor();
-      if (const auto* s = target_if<asio::strand<asio::any_io_executor>>(ex))
+      if (const auto* s = detail::target_if<asio::strand<asio::any_io_executor>>(ex))
         return context_executor(s->get_inner_executor());
-      if (const auto* pool = target_if<asio::thread_pool::executor_type>(ex))
+      if (const auto* pool = detail::target_if<asio::thread_pool::executor_type>(ex))
         return pool->context().get_executor();
       return asio::prefer(ex, asio::execution::outstanding_work.untracked);
     } else if constexpr (requires { ex.get_inner_executor(); }) {
@@ -360,7 +360,7 @@ private:
   template <typename Executor>
   void start(const Executor& io_ex) {
     home_ = context_executor(io_ex);
-    if (const auto* io = target_if<asio::io_context::executor_type>(home_))
+    if (const auto* io = detail::target_if<asio::io_context::executor_type>(home_))
       home_context_ = &io->context();
     driver_.emplace(home_);
   }
@@ -387,7 +387,7 @@ private:
   template <std::uintptr_t Bits>
   bool is_home_any(const asio::any_io_executor& ex) noexcept {
     using target = asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
-    const target* io = target_if<target>(ex);
+    const target* io = detail::target_if<target>(ex);
     return io != nullptr && is_home_io(*io);
   }
 
@@ -604,7 +604,7 @@ private:
     // expires_at aborts the wait armed before, if it has not fired; on_driver ignores it.
     driver_->expires_at(scale_.time_of(tick));
     armed_ = false; // until the new wait is started: async_wait may throw
-    driver_->async_wait([this](const asio::error_code& ec) { on_driver(ec); });
+    driver_->async_wait([this](const error_code& ec) { on_driver(ec); });
     armed_ = true;
     armed_at_ = tick;
   }
@@ -633,7 +633,7 @@ private:
 
   // --- Completion handlers, on the context. ---
 
-  void on_driver(const asio::error_code& ec) {
+  void on_driver(const error_code& ec) {
     if (ec == asio::error::operation_aborted)
       return; // superseded by a later arm, or disarmed
     std::unique_lock lock(mutex_);
@@ -759,6 +759,9 @@ private:
   bool shutdown_ = false;
   // The one Asio timer of this wheel; exists from the first wait until shutdown().
   std::optional<asio::basic_waitable_timer<Clock, WaitTraits, asio::any_io_executor>> driver_;
+  // See own_executor(); not guarded by mutex_.
+  std::once_flag own_executor_once_;
+  std::optional<shared_context_executor> own_executor_;
 };
 
 } // namespace asio_wheel::detail
