@@ -32,6 +32,20 @@
 // armed 1..100 ms ahead and the program sleeps (outside the measured region) until all are due.
 // Every handler count is checked; the program exits non-zero if one is off. Prints "<impl> <op>
 // K=<K> ok".
+//
+// callgrind_floor is this program built with ASIO_WHEEL_CALLGRIND_FLOOR defined, which adds
+//   impl  floor          the stripped prototype of support/floor_timer.hpp: only what Asio's
+//                        contract requires, to measure the floor of each operation
+//                        (docs/completion_path.md)
+//         floor-stopped  the same, with io_context::stopped() checked before each handler of
+//                        a batch but the first, as wheel_timer does
+// A program of its own, so that the prototype (which shares the wheel's headers) does not
+// change how the compiler inlines wheel_timer here, and so the counts of callgrind_ops.
+
+#include "support/bench_support.hpp"
+#ifdef ASIO_WHEEL_CALLGRIND_FLOOR
+#include "support/floor_timer.hpp"
+#endif
 
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
@@ -56,11 +70,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-struct counts {
-  std::uint64_t ok = 0;
-  std::uint64_t aborted = 0;
-};
+using asio_wheel::bench::counts;
 
 counts handled;
 
@@ -74,14 +84,9 @@ inline auto handler() {
   };
 }
 
-struct rng {
-  std::uint64_t state = 42;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+// Fixed seed: the same deadlines for every implementation.
+struct rng : asio_wheel::bench::rng {
+  rng() : asio_wheel::bench::rng{42} {}
   // Uniform in [lo, hi] milliseconds.
   clock_type::duration ms(std::uint64_t lo, std::uint64_t hi) {
     return std::chrono::duration_cast<clock_type::duration>(
@@ -227,6 +232,12 @@ int main(int argc, char** argv) {
     rc = run_timer_op<asio_wheel::wheel_timer>(op, k);
   else if (impl == "idle")
     rc = run_idle_op(op, k);
+#ifdef ASIO_WHEEL_CALLGRIND_FLOOR
+  else if (impl == "floor" || impl == "floor-stopped") {
+    asio_wheel::bench::floor::floor_service::default_check_stopped = impl == "floor-stopped";
+    rc = run_timer_op<asio_wheel::bench::floor::floor_timer>(op, k);
+  }
+#endif
   else
     std::fprintf(stderr, "callgrind_ops: impl '%s' is not one of steady, wheel, idle\n",
                  impl.c_str());

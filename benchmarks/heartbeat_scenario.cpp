@@ -52,31 +52,26 @@
 //   --smoke                   a few seconds: 1e5 connections, ping 2 s, drop 3 s, 4 s run
 //   --json FILE               results as JSON
 //   --cdf FILE                lateness CDF data (gnuplot blocks, one per implementation)
-//   --precision               instead: --timers (1e4) timers due uniformly over --spread
-//                             (1 s) with the default tick; each implementation's p99
-//                             lateness must be <= one tick + 1 ms, with no early completion.
-//                             Exit status 1 if a check fails. Not for the group, whose
-//                             thresholds are shared by its members.
+//
+// The precision check (timers due uniformly over a second, nothing else running) is a
+// program of its own: precision_bench.cpp.
 //
 // Progress goes to stderr: one \r-updated line on a terminal, plain lines otherwise.
-// Exit status: 0 all good; 1 a check failed (early completions, precision bound), results
-// written; 2 bad arguments; 3 error.
+// Exit status: 0 all good; 1 a check failed (early completions), results written; 2 bad
+// arguments; 3 error.
+
+#include "support/bench_support.hpp"
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
-#include <asio_wheel/idle_timer.hpp>
-#include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/version.hpp>
 
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,7 +82,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -105,11 +99,13 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+namespace bench = asio_wheel::bench;
 
 // ---------------------------------------------------------------------------------------
 // Configuration.
 
-struct config {
+// --seed, --json, --cdf and --no-progress, as precision_bench has them.
+struct config : bench::report_options {
   std::string impl = "both";
   std::size_t connections = 1'000'000;
   double idle_s = 30;
@@ -121,74 +117,41 @@ struct config {
   double silent_fraction = 0.01;
   double quiet_s = 2;
   unsigned repeat = 1;
-  std::uint64_t seed = 42;
-  bool precision = false;
-  std::size_t timers = 10'000;
-  double spread_s = 1;
-  bool progress = true;
-  std::string json;
-  std::string cdf;
   std::string child_out; // internal: a child writes its results here
 };
 
 config cfg;
 
-[[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr,
-               "heartbeat_scenario: %s (see the header of benchmarks/heartbeat_scenario.cpp)\n",
-               what.c_str());
-  std::exit(2);
-}
-
-double parse_number(const char* name, const char* text) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(v) || v < 0)
-    usage_error(std::string("bad value for ") + name + ": '" + text + "'");
-  return v;
-}
-
 void parse_args(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc)
-        usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--impl") {
-      cfg.impl = value();
+  bench::command_line args("heartbeat_scenario", argc, argv);
+  while (args.next()) {
+    if (args.is("--impl")) {
+      cfg.impl = args.value();
       if (cfg.impl != "wheel" && cfg.impl != "steady" && cfg.impl != "group" && cfg.impl != "both")
-        usage_error("--impl must be wheel, steady, group or both");
-    } else if (a == "--connections") {
-      cfg.connections = static_cast<std::size_t>(parse_number("--connections", value()));
-    } else if (a == "--idle") {
-      cfg.idle_s = parse_number("--idle", value());
-    } else if (a == "--ping") {
-      cfg.ping_s = parse_number("--ping", value());
-    } else if (a == "--seconds") {
-      cfg.seconds = parse_number("--seconds", value());
-    } else if (a == "--ramp") {
-      cfg.ramp_s = parse_number("--ramp", value());
-    } else if (a == "--round-ms") {
-      cfg.round_ms = parse_number("--round-ms", value());
-    } else if (a == "--touch-fraction") {
-      cfg.touch_fraction = parse_number("--touch-fraction", value());
-    } else if (a == "--silent-fraction") {
-      cfg.silent_fraction = parse_number("--silent-fraction", value());
-    } else if (a == "--quiet") {
-      cfg.quiet_s = parse_number("--quiet", value());
-    } else if (a == "--repeat") {
-      cfg.repeat = static_cast<unsigned>(parse_number("--repeat", value()));
-    } else if (a == "--seed") {
-      cfg.seed = static_cast<std::uint64_t>(parse_number("--seed", value()));
-    } else if (a == "--precision") {
-      cfg.precision = true;
-    } else if (a == "--timers") {
-      cfg.timers = static_cast<std::size_t>(parse_number("--timers", value()));
-    } else if (a == "--spread") {
-      cfg.spread_s = parse_number("--spread", value());
-    } else if (a == "--smoke") {
+        args.error("--impl must be wheel, steady, group or both");
+    } else if (args.is("--connections")) {
+      cfg.connections = static_cast<std::size_t>(args.number());
+    } else if (args.is("--idle")) {
+      cfg.idle_s = args.number();
+    } else if (args.is("--ping")) {
+      cfg.ping_s = args.number();
+    } else if (args.is("--seconds")) {
+      cfg.seconds = args.number();
+    } else if (args.is("--ramp")) {
+      cfg.ramp_s = args.number();
+    } else if (args.is("--round-ms")) {
+      cfg.round_ms = args.number();
+    } else if (args.is("--touch-fraction")) {
+      cfg.touch_fraction = args.number();
+    } else if (args.is("--silent-fraction")) {
+      cfg.silent_fraction = args.number();
+    } else if (args.is("--quiet")) {
+      cfg.quiet_s = args.number();
+    } else if (args.is("--repeat")) {
+      cfg.repeat = static_cast<unsigned>(args.number());
+    } else if (args.is("--precision")) {
+      args.error("the precision check is the program precision_bench");
+    } else if (args.is("--smoke")) {
       // A few seconds, as the examples' --smoke: later arguments still override.
       cfg.connections = 100'000;
       cfg.ping_s = 2;
@@ -196,76 +159,30 @@ void parse_args(int argc, char** argv) {
       cfg.seconds = 4;
       cfg.ramp_s = 1;
       cfg.quiet_s = 1;
-      cfg.timers = 2'000;
-    } else if (a == "--no-progress") {
-      cfg.progress = false;
-    } else if (a == "--json") {
-      cfg.json = value();
-    } else if (a == "--cdf") {
-      cfg.cdf = value();
-    } else if (a == "--child-out") {
-      cfg.child_out = value();
-    } else if (a == "-h" || a == "--help") {
-      std::printf(
-          "usage: heartbeat_scenario [--impl wheel|steady|group|both] [--connections N] "
-          "[--idle S] [--ping S]\n"
-          "         [--seconds S] [--ramp S] [--round-ms MS] [--touch-fraction F] "
-          "[--silent-fraction F] [--quiet S]\n"
-          "         [--repeat K] [--seed S] [--json FILE] [--cdf FILE] [--no-progress] [--smoke]\n"
-          "       heartbeat_scenario --precision [--impl ...] [--timers N] [--spread S] "
-          "[--json FILE] [--cdf FILE]\n");
+    } else if (args.is("--child-out")) {
+      cfg.child_out = args.value();
+    } else if (args.is("-h") || args.is("--help")) {
+      std::printf("usage: heartbeat_scenario [--impl wheel|steady|group|both] [--connections N] "
+                  "[--idle S] [--ping S]\n"
+                  "         [--seconds S] [--ramp S] [--round-ms MS] [--touch-fraction F] "
+                  "[--silent-fraction F] [--quiet S]\n"
+                  "         [--repeat K] [--seed S] [--json FILE] [--cdf FILE] [--no-progress] "
+                  "[--smoke]\n");
       std::exit(0);
-    } else {
-      usage_error("unknown argument '" + a + "'");
+    } else if (!cfg.take(args)) {
+      args.unknown();
     }
   }
-  if (cfg.connections == 0 || cfg.repeat == 0 || cfg.round_ms <= 0 || cfg.timers == 0)
-    usage_error("--connections, --repeat, --round-ms and --timers must be positive");
+  if (cfg.connections == 0 || cfg.repeat == 0 || cfg.round_ms <= 0)
+    args.error("--connections, --repeat and --round-ms must be positive");
   if (cfg.ping_s <= 0 || cfg.idle_s <= cfg.ping_s)
-    usage_error("need 0 < --ping < --idle");
+    args.error("need 0 < --ping < --idle");
   if (cfg.touch_fraction > 1 || cfg.silent_fraction > 1)
-    usage_error("fractions must be <= 1");
-  // A group's thresholds are shared by its members, so timers due uniformly over the spread
-  // would need a group each.
-  if (cfg.precision && cfg.impl == "group")
-    usage_error("--precision has no group check: use --impl wheel, steady or both");
-}
-
-template <typename D>
-clock_type::duration to_clock(D d) {
-  return std::chrono::duration_cast<clock_type::duration>(d);
-}
-
-clock_type::duration secs(double s) {
-  return to_clock(std::chrono::duration<double>(s));
+    args.error("fractions must be <= 1");
 }
 
 // ---------------------------------------------------------------------------------------
 // Process measurements.
-
-struct usage {
-  double user = 0, sys = 0;
-  long nvcsw = 0, nivcsw = 0, maxrss_kb = 0;
-  clock_type::time_point wall;
-
-  static usage now() {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    usage u;
-    u.user = static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec * 1e-6;
-    u.sys = static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec * 1e-6;
-    u.nvcsw = ru.ru_nvcsw;
-    u.nivcsw = ru.ru_nivcsw;
-    u.maxrss_kb = ru.ru_maxrss;
-    u.wall = clock_type::now();
-    return u;
-  }
-  double cpu() const { return user + sys; }
-};
-
-double wall_between(const usage& a, const usage& b) {
-  return std::chrono::duration<double>(b.wall - a.wall).count();
-}
 
 long current_rss_kb() {
   std::ifstream statm("/proc/self/statm");
@@ -275,98 +192,7 @@ long current_rss_kb() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Statistics.
-
-using metrics = std::map<std::string, double>;
-
-double percentile(const std::vector<std::int64_t>& sorted, double p) {
-  if (sorted.empty())
-    return 0;
-  const double rank = p / 100.0 * static_cast<double>(sorted.size() - 1);
-  const auto lo = static_cast<std::size_t>(rank);
-  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
-  const double frac = rank - static_cast<double>(lo);
-  return static_cast<double>(sorted[lo]) * (1 - frac) + static_cast<double>(sorted[hi]) * frac;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 != 0 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-// Lateness summary of ns samples into m under `prefix` (microseconds).
-void summarize(metrics& m, const std::string& prefix, std::vector<std::int64_t> samples) {
-  std::sort(samples.begin(), samples.end());
-  std::size_t early = 0;
-  for (std::int64_t s : samples)
-    early += s < 0 ? 1 : 0;
-  m[prefix + "_n"] = static_cast<double>(samples.size());
-  m[prefix + "_early"] = static_cast<double>(early);
-  m[prefix + "_min_us"] = samples.empty() ? 0 : static_cast<double>(samples.front()) / 1e3;
-  m[prefix + "_p50_us"] = percentile(samples, 50) / 1e3;
-  m[prefix + "_p99_us"] = percentile(samples, 99) / 1e3;
-  m[prefix + "_max_us"] = samples.empty() ? 0 : static_cast<double>(samples.back()) / 1e3;
-}
-
-// ---------------------------------------------------------------------------------------
-// Progress on stderr.
-
-class progress_line {
-public:
-  progress_line() : tty_(isatty(STDERR_FILENO) == 1) {}
-
-  // Prints if enough time has passed since the last print (or `force`).
-  template <typename... Args>
-  void update(bool force, const char* fmt, Args... args) {
-    if (!cfg.progress)
-      return;
-    const auto now = clock_type::now();
-    if (!force && now - last_ < (tty_ ? 250ms : 2s))
-      return;
-    last_ = now;
-    char buf[256];
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    if (tty_)
-      std::fprintf(stderr, "\r\033[K%s", buf);
-    else
-      std::fprintf(stderr, "%s\n", buf);
-    std::fflush(stderr);
-    open_ = tty_;
-  }
-
-  void done() {
-    if (open_)
-      std::fputc('\n', stderr);
-    open_ = false;
-  }
-
-private:
-  bool tty_;
-  bool open_ = false;
-  clock_type::time_point last_{};
-};
-
-// ---------------------------------------------------------------------------------------
 // Deterministic traffic: the same for both implementations.
-
-__extension__ typedef unsigned __int128 uint128;
-
-struct rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n).
-  std::uint64_t below(std::uint64_t n) {
-    return static_cast<std::uint64_t>((static_cast<uint128>(next()) * n) >> 64);
-  }
-};
 
 constexpr std::uint32_t never_silent = 0xffffffffu;
 enum : std::uint8_t { await_ping = 0, await_drop = 1, closed = 2 };
@@ -638,13 +464,13 @@ typename Impl::connection& construct(fixed_array<typename Impl::connection>& con
 // The scenario in one process, for one implementation.
 
 template <typename Impl>
-metrics run_scenario() {
+bench::metrics run_scenario() {
   using connection = typename Impl::connection;
   const long base_rss_kb = current_rss_kb();
-  ping_after = secs(cfg.ping_s);
-  drop_after = secs(cfg.idle_s);
+  ping_after = bench::secs(cfg.ping_s);
+  drop_after = bench::secs(cfg.idle_s);
   const std::size_t n = cfg.connections;
-  const auto round = to_clock(std::chrono::duration<double, std::milli>(cfg.round_ms));
+  const auto round = bench::to_clock(std::chrono::duration<double, std::milli>(cfg.round_ms));
   const auto rounds = static_cast<std::uint32_t>(std::llround(cfg.seconds * 1000 / cfg.round_ms));
   const auto ramp_rounds =
       static_cast<std::uint32_t>(std::llround(cfg.ramp_s * 1000 / cfg.round_ms));
@@ -657,7 +483,7 @@ metrics run_scenario() {
   stats.lateness_ns.reserve(
       static_cast<std::size_t>(static_cast<double>(n) * (cfg.silent_fraction + 0.02)) + 1024);
   stats.round_lag_ns.reserve(rounds + 1);
-  progress_line progress;
+  bench::progress_line progress(cfg.progress);
   const char* name = Impl::name;
 
   asio::io_context ctx(1);
@@ -667,7 +493,7 @@ metrics run_scenario() {
   conns.allocate(n);
 
   // Opens connections up to `target`, in round r; returns the wall time it took.
-  rng silent_rng{cfg.seed ^ 0x5eed5eedULL};
+  bench::rng silent_rng{cfg.seed ^ 0x5eed5eedULL};
   std::size_t silent = 0;
   auto open_up_to = [&](std::size_t target, std::uint32_t r) {
     const auto t0 = clock_type::now();
@@ -686,19 +512,19 @@ metrics run_scenario() {
   };
 
   // Setup: without a ramp, every connection is opened before the run.
-  const usage u0 = usage::now();
+  const bench::usage u0 = bench::usage::now();
   clock_type::duration open_time{};
   if (ramp_rounds == 0) {
     open_time += open_up_to(n, 0);
     progress.update(true, "[%s] setup: %zu connections in %.2f s", name, n,
                     std::chrono::duration<double>(open_time).count());
   }
-  const usage u1 = usage::now();
+  const bench::usage u1 = bench::usage::now();
 
   // Run: rounds of traffic at absolute times; with a ramp, the connections arrive at an even
   // rate over its first ramp_rounds rounds. Each open connection hears from its peer with
   // probability touch_fraction per round.
-  rng traffic{cfg.seed};
+  bench::rng traffic{cfg.seed};
   asio::steady_timer pacer(ctx);
   const auto run_start = clock_type::now();
   std::uint32_t r = 0;
@@ -710,7 +536,7 @@ metrics run_scenario() {
     }
     stats.round_lag_ns.push_back((now - (run_start + r * round)).count());
     if (conns.size() < n) {
-      const auto target = static_cast<std::size_t>(static_cast<uint128>(n) * (r + 1ULL) /
+      const auto target = static_cast<std::size_t>(static_cast<bench::uint128>(n) * (r + 1ULL) /
                                                    std::max<std::uint32_t>(ramp_rounds, 1));
       open_time += open_up_to(std::min(n, target), r);
     }
@@ -737,9 +563,9 @@ metrics run_scenario() {
   };
   asio::post(ctx, [&] { on_round({}); });
   ctx.run();
-  const usage u2 = usage::now();
+  const bench::usage u2 = bench::usage::now();
   progress.update(true, "[%s] run: %.2f s wall, %.2f s CPU, %" PRIu64 " pings, %" PRIu64 " drops",
-                  name, wall_between(u1, u2), u2.cpu() - u1.cpu(), stats.pings, stats.drops);
+                  name, bench::wall_between(u1, u2), u2.cpu() - u1.cpu(), stats.pings, stats.drops);
 
   // Quiet: every timer an hour away, nothing due; count the wakeups.
   stats.quiet = true;
@@ -750,11 +576,11 @@ metrics run_scenario() {
   }
   ctx.restart();
   progress.update(true, "[%s] quiet: %.1f s with every timer an hour away", name, cfg.quiet_s);
-  const usage u3 = usage::now();
-  asio::steady_timer quiet_end(ctx, secs(cfg.quiet_s));
+  const bench::usage u3 = bench::usage::now();
+  asio::steady_timer quiet_end(ctx, bench::secs(cfg.quiet_s));
   quiet_end.async_wait([&](const asio::error_code&) { ctx.stop(); });
   ctx.run();
-  const usage u4 = usage::now();
+  const bench::usage u4 = bench::usage::now();
 
   // Teardown.
   conns.clear();
@@ -762,17 +588,17 @@ metrics run_scenario() {
   quiet_end.cancel();
   ctx.restart();
   ctx.poll();
-  const usage u5 = usage::now();
+  const bench::usage u5 = bench::usage::now();
   progress.done();
 
-  metrics m;
+  bench::metrics m;
   m["connections"] = static_cast<double>(n);
   m["silent"] = static_cast<double>(silent);
   m["rounds"] = rounds;
   m["open_wall_s"] = std::chrono::duration<double>(open_time).count();
-  m["setup_wall_s"] = wall_between(u0, u1);
+  m["setup_wall_s"] = bench::wall_between(u0, u1);
   m["setup_cpu_s"] = u1.cpu() - u0.cpu();
-  m["run_wall_s"] = wall_between(u1, u2);
+  m["run_wall_s"] = bench::wall_between(u1, u2);
   m["run_cpu_s"] = u2.cpu() - u1.cpu();
   m["run_user_s"] = u2.user - u1.user;
   m["run_sys_s"] = u2.sys - u1.sys;
@@ -788,149 +614,34 @@ metrics run_scenario() {
   m["handlers"] = static_cast<double>(stats.aborted + stats.pings + stats.drops + stats.stale);
   m["run_cpu_ns_per_touch"] =
       stats.touches == 0 ? 0 : m["run_cpu_s"] * 1e9 / static_cast<double>(stats.touches);
-  summarize(m, "lateness", stats.lateness_ns);
-  summarize(m, "round_lag", stats.round_lag_ns);
+  bench::summarize(m, "lateness", stats.lateness_ns);
+  bench::summarize(m, "round_lag", stats.round_lag_ns);
   if (!stats.round_lag_ns.empty()) {
     // When the worst stall began: the scheduled time of the round it delayed most.
     const auto worst = std::max_element(stats.round_lag_ns.begin(), stats.round_lag_ns.end());
     m["round_lag_max_at_s"] =
         static_cast<double>(worst - stats.round_lag_ns.begin()) * cfg.round_ms / 1000;
   }
-  m["quiet_wall_s"] = wall_between(u3, u4);
+  m["quiet_wall_s"] = bench::wall_between(u3, u4);
   m["quiet_cpu_s"] = u4.cpu() - u3.cpu();
   m["quiet_nvcsw"] = static_cast<double>(u4.nvcsw - u3.nvcsw);
   m["quiet_nivcsw"] = static_cast<double>(u4.nivcsw - u3.nivcsw);
   // Less the one wakeup of the timer that ends the phase.
   m["quiet_wakeups_per_s"] = std::max(0.0, m["quiet_nvcsw"] - 1) / m["quiet_wall_s"];
   m["quiet_aborted"] = static_cast<double>(stats.quiet_aborted);
-  m["teardown_wall_s"] = wall_between(u4, u5);
+  m["teardown_wall_s"] = bench::wall_between(u4, u5);
   m["maxrss_mib"] = static_cast<double>(u5.maxrss_kb) / 1024.0;
   m["base_rss_mib"] = static_cast<double>(base_rss_kb) / 1024.0;
   m["bytes_per_connection"] =
       static_cast<double>(u5.maxrss_kb - base_rss_kb) * 1024.0 / static_cast<double>(n);
   m["sizeof_connection"] = sizeof(connection);
-  m["total_wall_s"] = wall_between(u0, u5);
+  m["total_wall_s"] = bench::wall_between(u0, u5);
   m["total_cpu_s"] = u5.cpu() - u0.cpu();
   return m;
 }
 
 // ---------------------------------------------------------------------------------------
-// Precision: N timers due uniformly over `spread`, nothing else happening.
-
-struct precision_result {
-  metrics m;
-  std::vector<std::int64_t> lateness_ns;
-};
-
-template <typename Setup>
-precision_result run_precision(const char* name, Setup setup) {
-  asio::io_context ctx(1);
-  rng r{cfg.seed};
-  std::vector<clock_type::duration> offsets(cfg.timers);
-  const auto lead = to_clock(50ms);
-  for (auto& o : offsets)
-    o = lead + to_clock(std::chrono::duration<double>(static_cast<double>(r.next() >> 11) *
-                                                      0x1.0p-53 * cfg.spread_s));
-  precision_result res;
-  res.lateness_ns.reserve(cfg.timers);
-  const usage u0 = usage::now();
-  auto keep = setup(ctx, offsets, res.lateness_ns);
-  ctx.run();
-  const usage u1 = usage::now();
-  summarize(res.m, "lateness", res.lateness_ns);
-  res.m["timers"] = static_cast<double>(cfg.timers);
-  res.m["wall_s"] = wall_between(u0, u1);
-  res.m["cpu_s"] = u1.cpu() - u0.cpu();
-  res.m["tick_us"] =
-      std::chrono::duration<double, std::micro>(asio_wheel::wheel_timer::tick(ctx)).count();
-  (void)name;
-  return res;
-}
-
-// Plain timers: asio::steady_timer or asio_wheel::wheel_timer.
-template <typename Timer>
-auto timer_setup() {
-  return [](asio::io_context& ctx, const std::vector<clock_type::duration>& offsets,
-            std::vector<std::int64_t>& out) {
-    auto timers = std::make_shared<std::vector<Timer>>();
-    timers->reserve(offsets.size());
-    const auto base = clock_type::now();
-    for (std::size_t i = 0; i < offsets.size(); ++i) {
-      Timer& t = timers->emplace_back(ctx, base + offsets[i]);
-      t.async_wait([&out, &t](const asio::error_code& ec) {
-        if (!ec)
-          out.push_back((clock_type::now() - t.expiry()).count());
-      });
-    }
-    return timers;
-  };
-}
-
-// idle_timer with timeout = offset, never touched: due at construction + offset.
-auto idle_setup() {
-  return [](asio::io_context& ctx, const std::vector<clock_type::duration>& offsets,
-            std::vector<std::int64_t>& out) {
-    struct item {
-      clock_type::time_point due;
-      std::unique_ptr<asio_wheel::idle_timer> t;
-    };
-    auto items = std::make_shared<std::vector<item>>(offsets.size());
-    for (std::size_t i = 0; i < offsets.size(); ++i) {
-      item& it = (*items)[i];
-      it.due = clock_type::now() + offsets[i];
-      it.t = std::make_unique<asio_wheel::idle_timer>(ctx, offsets[i]);
-      it.t->async_wait([&out, &it](const asio::error_code& ec) {
-        if (!ec)
-          out.push_back((clock_type::now() - it.due).count());
-      });
-    }
-    return items;
-  };
-}
-
-// heartbeat with ping_after = offset, never touched: pings at construction + offset.
-auto heartbeat_setup() {
-  return [](asio::io_context& ctx, const std::vector<clock_type::duration>& offsets,
-            std::vector<std::int64_t>& out) {
-    struct item {
-      clock_type::time_point due;
-      std::unique_ptr<asio_wheel::heartbeat> hb;
-    };
-    auto items = std::make_shared<std::vector<item>>(offsets.size());
-    for (std::size_t i = 0; i < offsets.size(); ++i) {
-      item& it = (*items)[i];
-      it.due = clock_type::now() + offsets[i];
-      it.hb = std::make_unique<asio_wheel::heartbeat>(
-          ctx, asio_wheel::heartbeat::options{offsets[i], to_clock(1h)});
-      it.hb->async_next([&out, &it](const asio::error_code& ec, asio_wheel::heartbeat::event) {
-        if (!ec)
-          out.push_back((clock_type::now() - it.due).count());
-      });
-    }
-    return items;
-  };
-}
-
-// ---------------------------------------------------------------------------------------
 // Output.
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string grouped(double v) {
-  const auto n = static_cast<long long>(std::llround(v));
-  std::string s = std::to_string(n < 0 ? -n : n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
-    s.insert(static_cast<std::size_t>(i), ",");
-  return n < 0 ? "-" + s : s;
-}
-
-std::string ms(double us) {
-  return fmt(us >= 100000 ? "%.0f ms" : "%.2f ms", us / 1000);
-}
 
 // steady / other, where `other` names the implementation of the denominator.
 std::string ratio(double steady, double other, const std::string& name) {
@@ -941,7 +652,7 @@ std::string ratio(double steady, double other, const std::string& name) {
   if (other < 0 || steady < 0)
     return "n/a";
   const double q = steady / other;
-  return fmt(q >= 100 ? "%.0fx" : q >= 10 ? "%.1fx" : "%.2fx", q);
+  return bench::fmt(q >= 100 ? "%.0fx" : q >= 10 ? "%.1fx" : "%.2fx", q);
 }
 
 const char* impl_label(const std::string& impl) {
@@ -958,28 +669,28 @@ struct row {
 };
 
 std::string show_s(double v) {
-  return fmt("%.2f s", v);
+  return bench::fmt("%.2f s", v);
 }
 std::string show_mib(double v) {
-  return fmt("%.0f MiB", v);
+  return bench::fmt("%.0f MiB", v);
 }
 std::string show_b(double v) {
-  return fmt("%.0f B", v);
+  return bench::fmt("%.0f B", v);
 }
 std::string show_us(double v) {
-  return ms(v);
+  return bench::ms(v);
 }
 std::string show_n(double v) {
-  return grouped(v);
+  return bench::grouped(v);
 }
 std::string show_pct(double v) {
-  return fmt("%.0f %%", v);
+  return bench::fmt("%.0f %%", v);
 }
 std::string show_rate(double v) {
-  return fmt("%.1f /s", v);
+  return bench::fmt("%.1f /s", v);
 }
 std::string show_ns(double v) {
-  return fmt("%.0f ns", v);
+  return bench::fmt("%.0f ns", v);
 }
 
 const row scenario_rows[] = {
@@ -1009,20 +720,20 @@ const row scenario_rows[] = {
     {"quiet: CPU", "quiet_cpu_s", show_s, false},
 };
 
-void print_scenario_table(const std::map<std::string, metrics>& med, unsigned repeat) {
-  const metrics& any = med.begin()->second;
-  std::printf(
-      "\nheartbeat scenario: %s connections (%s), ping after %g s, drop after %g s of "
-      "silence,\n%s reads/s (%g%% of the connections every %g ms), %g%% falling silent, "
-      "%g s run, 1 thread%s\n\n",
-      grouped(any.at("connections")).c_str(),
-      cfg.ramp_s > 0 ? fmt("arriving over the first %g s", cfg.ramp_s).c_str()
-                     : "all opened before the run",
-      cfg.ping_s, cfg.idle_s,
-      grouped(cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms)
-          .c_str(),
-      cfg.touch_fraction * 100, cfg.round_ms, cfg.silent_fraction * 100, cfg.seconds,
-      repeat > 1 ? (", median of " + std::to_string(repeat) + " runs each").c_str() : "");
+void print_scenario_table(const std::map<std::string, bench::metrics>& med, unsigned repeat) {
+  const bench::metrics& any = med.begin()->second;
+  std::printf("\nheartbeat scenario: %s connections (%s), ping after %g s, drop after %g s of "
+              "silence,\n%s reads/s (%g%% of the connections every %g ms), %g%% falling silent, "
+              "%g s run, 1 thread%s\n\n",
+              bench::grouped(any.at("connections")).c_str(),
+              cfg.ramp_s > 0 ? bench::fmt("arriving over the first %g s", cfg.ramp_s).c_str()
+                             : "all opened before the run",
+              cfg.ping_s, cfg.idle_s,
+              bench::grouped(cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 /
+                             cfg.round_ms)
+                  .c_str(),
+              cfg.touch_fraction * 100, cfg.round_ms, cfg.silent_fraction * 100, cfg.seconds,
+              repeat > 1 ? (", median of " + std::to_string(repeat) + " runs each").c_str() : "");
   // Columns in this order; each asio-wheel way is compared with steady_timer.
   std::vector<std::string> impls, versus;
   for (const char* i : {"steady", "wheel", "group"}) {
@@ -1050,20 +761,22 @@ void print_scenario_table(const std::map<std::string, metrics>& med, unsigned re
   std::printf("\n");
   if (versus.empty())
     return;
-  const metrics& st = med.at("steady");
+  const bench::metrics& st = med.at("steady");
   std::printf("  Same traffic (%s reads); asio::steady_timer ran %s handlers (one "
               "operation_aborted per read).\n",
-              grouped(st.at("touches")).c_str(), grouped(st.at("handlers")).c_str());
-  auto times = [](double a, double b) { return b > 0 ? fmt("%.1fx", a / b) : std::string("-"); };
+              bench::grouped(st.at("touches")).c_str(), bench::grouped(st.at("handlers")).c_str());
+  auto times = [](double a, double b) {
+    return b > 0 ? bench::fmt("%.1fx", a / b) : std::string("-");
+  };
   for (const auto& v : versus) {
-    const metrics& other = med.at(v);
+    const bench::metrics& other = med.at(v);
     std::printf("  %s used %s %s CPU time than asio::steady_timer and ran %s handlers.\n",
                 impl_label(v),
                 times(std::max(st.at("run_cpu_s"), other.at("run_cpu_s")),
                       std::min(st.at("run_cpu_s"), other.at("run_cpu_s")))
                     .c_str(),
                 st.at("run_cpu_s") >= other.at("run_cpu_s") ? "less" : "MORE",
-                grouped(other.at("handlers")).c_str());
+                bench::grouped(other.at("handlers")).c_str());
   }
   std::printf("  Idle wakeups with every timer an hour away:");
   for (const auto& i : impls)
@@ -1072,72 +785,29 @@ void print_scenario_table(const std::map<std::string, metrics>& med, unsigned re
   std::printf(".\n\n");
 }
 
-void json_metrics(std::FILE* f, const metrics& m, const char* indent) {
-  std::fprintf(f, "{");
-  bool first = true;
-  for (const auto& [k, v] : m) {
-    std::fprintf(f, "%s\n%s  \"%s\": %.10g", first ? "" : ",", indent, k.c_str(), v);
-    first = false;
-  }
-  std::fprintf(f, "\n%s}", indent);
-}
-
-#if defined(__clang__)
-constexpr const char* compiler_name = "clang++ " __clang_version__;
-#elif defined(__GNUC__)
-constexpr const char* compiler_name = "g++ " __VERSION__;
-#else
-constexpr const char* compiler_name = "unknown";
-#endif
-
 void json_config(std::FILE* f) {
   std::fprintf(
       f,
       "  \"config\": {\"connections\": %zu, \"idle_s\": %g, \"ping_s\": %g, \"seconds\": %g, "
       "\"ramp_s\": %g, "
       "\"round_ms\": %g, \"touch_fraction\": %g, \"silent_fraction\": %g, \"quiet_s\": %g, "
-      "\"repeat\": %u, \"seed\": %" PRIu64 ", \"timers\": %zu, \"spread_s\": %g, "
-      "\"reads_per_s\": %g, \"asio_version\": \"%d.%d.%d\", \"compiler\": \"%s\"}",
+      "\"repeat\": %u, \"seed\": %" PRIu64 ", \"reads_per_s\": %g, ",
       cfg.connections, cfg.idle_s, cfg.ping_s, cfg.seconds, cfg.ramp_s, cfg.round_ms,
-      cfg.touch_fraction, cfg.silent_fraction, cfg.quiet_s, cfg.repeat, cfg.seed, cfg.timers,
-      cfg.spread_s, cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms,
-      ASIO_VERSION / 100000, ASIO_VERSION / 100 % 1000, ASIO_VERSION % 100, compiler_name);
-}
-
-// Empirical CDF of each implementation's lateness, at most ~1000 points per block.
-void write_cdf(const std::string& path,
-               const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& sets) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr)
-    throw std::runtime_error("cannot write " + path);
-  std::fprintf(
-      f, "# lateness CDF: lateness_ms fraction_completed_by_then; one block per implementation\n");
-  bool first = true;
-  for (auto [name, v] : sets) {
-    std::sort(v.begin(), v.end());
-    if (!first)
-      std::fprintf(f, "\n\n");
-    first = false;
-    std::fprintf(f, "# %s (%zu samples)\n", name.c_str(), v.size());
-    const std::size_t step = std::max<std::size_t>(1, v.size() / 1000);
-    for (std::size_t i = 0; i < v.size(); i += step)
-      std::fprintf(f, "%.6f %.6f\n", static_cast<double>(v[i]) / 1e6,
-                   static_cast<double>(i + 1) / static_cast<double>(v.size()));
-    if (!v.empty())
-      std::fprintf(f, "%.6f 1\n", static_cast<double>(v.back()) / 1e6);
-  }
-  std::fclose(f);
+      cfg.touch_fraction, cfg.silent_fraction, cfg.quiet_s, cfg.repeat, cfg.seed,
+      cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms);
+  bench::json_build(f);
+  std::fprintf(f, "}");
 }
 
 // ---------------------------------------------------------------------------------------
 // Child processes (--impl both).
 
 struct child_result {
-  metrics m;
+  bench::metrics m;
   std::vector<std::int64_t> lateness_ns;
 };
 
-void write_child_out(const metrics& m) {
+void write_child_out(const bench::metrics& m) {
   std::FILE* f = std::fopen(cfg.child_out.c_str(), "w");
   if (f == nullptr)
     throw std::runtime_error("cannot write " + cfg.child_out);
@@ -1188,21 +858,21 @@ child_result spawn_child(const std::string& impl) {
                                    "--connections",
                                    std::to_string(cfg.connections),
                                    "--idle",
-                                   fmt("%.17g", cfg.idle_s),
+                                   bench::fmt("%.17g", cfg.idle_s),
                                    "--ping",
-                                   fmt("%.17g", cfg.ping_s),
+                                   bench::fmt("%.17g", cfg.ping_s),
                                    "--seconds",
-                                   fmt("%.17g", cfg.seconds),
+                                   bench::fmt("%.17g", cfg.seconds),
                                    "--ramp",
-                                   fmt("%.17g", cfg.ramp_s),
+                                   bench::fmt("%.17g", cfg.ramp_s),
                                    "--round-ms",
-                                   fmt("%.17g", cfg.round_ms),
+                                   bench::fmt("%.17g", cfg.round_ms),
                                    "--touch-fraction",
-                                   fmt("%.17g", cfg.touch_fraction),
+                                   bench::fmt("%.17g", cfg.touch_fraction),
                                    "--silent-fraction",
-                                   fmt("%.17g", cfg.silent_fraction),
+                                   bench::fmt("%.17g", cfg.silent_fraction),
                                    "--quiet",
-                                   fmt("%.17g", cfg.quiet_s),
+                                   bench::fmt("%.17g", cfg.quiet_s),
                                    "--seed",
                                    std::to_string(cfg.seed),
                                    "--child-out",
@@ -1228,7 +898,7 @@ child_result spawn_child(const std::string& impl) {
   return r;
 }
 
-metrics run_scenario(const std::string& impl) {
+bench::metrics run_scenario(const std::string& impl) {
   if (impl == "wheel")
     return run_scenario<wheel_impl>();
   if (impl == "group")
@@ -1245,7 +915,7 @@ int scenario_main() {
 
   std::map<std::string, std::vector<child_result>> runs;
   if (!cfg.child_out.empty() || (impls.size() == 1 && cfg.repeat == 1)) {
-    const metrics m = run_scenario(impls[0]);
+    const bench::metrics m = run_scenario(impls[0]);
     if (!cfg.child_out.empty()) {
       write_child_out(m);
       return 0;
@@ -1266,13 +936,13 @@ int scenario_main() {
     }
   }
 
-  std::map<std::string, metrics> med;
+  std::map<std::string, bench::metrics> med;
   for (const auto& [impl, rs] : runs) {
     for (const auto& [k, v] : rs.front().m) {
       std::vector<double> values;
       for (const auto& r : rs)
         values.push_back(r.m.count(k) ? r.m.at(k) : 0);
-      med[impl][k] = median(values);
+      med[impl][k] = bench::median(values);
     }
   }
   print_scenario_table(med, cfg.repeat);
@@ -1289,7 +959,7 @@ int scenario_main() {
   std::sort(samples.begin(), samples.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
   if (!cfg.cdf.empty())
-    write_cdf(cfg.cdf, samples);
+    bench::write_cdf(cfg.cdf, samples);
 
   std::size_t early = 0;
   std::string early_by;
@@ -1297,7 +967,8 @@ int scenario_main() {
     const auto e = static_cast<std::size_t>(m.at("lateness_early"));
     early += e;
     if (e != 0)
-      early_by += (early_by.empty() ? "" : ", ") + impl + " " + grouped(static_cast<double>(e));
+      early_by +=
+          (early_by.empty() ? "" : ", ") + impl + " " + bench::grouped(static_cast<double>(e));
   }
 
   if (!cfg.json.empty()) {
@@ -1310,7 +981,7 @@ int scenario_main() {
     bool first = true;
     for (const auto& [impl, m] : med) {
       std::fprintf(f, "%s\n    \"%s\": ", first ? "" : ",", impl.c_str());
-      json_metrics(f, m, "    ");
+      bench::json_metrics(f, m, "    ");
       first = false;
     }
     std::fprintf(f, "\n  },\n  \"runs\": {");
@@ -1319,7 +990,7 @@ int scenario_main() {
       std::fprintf(f, "%s\n    \"%s\": [", first ? "" : ",", impl.c_str());
       for (std::size_t i = 0; i < rs.size(); ++i) {
         std::fprintf(f, "%s\n      ", i == 0 ? "" : ",");
-        json_metrics(f, rs[i].m, "      ");
+        bench::json_metrics(f, rs[i].m, "      ");
       }
       std::fprintf(f, "\n    ]");
       first = false;
@@ -1350,131 +1021,11 @@ int scenario_main() {
   return 0;
 }
 
-// How far CLOCK_MONOTONIC_COARSE lags CLOCK_MONOTONIC (steady_clock), sampled right after
-// short sleeps (like a touch() right after the event loop wakes) and back to back: the
-// bound asio-wheel's activity marks rely on. Empty where there is no coarse clock.
-metrics coarse_clock_lag() {
-  metrics m;
-#if defined(__linux__) && defined(CLOCK_MONOTONIC_COARSE)
-  timespec res{};
-  if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0)
-    return m;
-  auto ns_of = [](clockid_t id) {
-    timespec ts{};
-    clock_gettime(id, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-  };
-  std::vector<std::int64_t> lag;
-  rng r{cfg.seed};
-  for (int i = 0; i < 200; ++i) {
-    const timespec nap{0, static_cast<long>(r.below(2'000'000))};
-    nanosleep(&nap, nullptr);
-    for (int j = 0; j < 50; ++j) {
-      const std::int64_t mono = ns_of(CLOCK_MONOTONIC);
-      lag.push_back(mono - ns_of(CLOCK_MONOTONIC_COARSE));
-    }
-  }
-  std::sort(lag.begin(), lag.end());
-  m["resolution_us"] =
-      static_cast<double>(res.tv_sec) * 1e6 + static_cast<double>(res.tv_nsec) / 1e3;
-  m["lag_p50_us"] = percentile(lag, 50) / 1e3;
-  m["lag_p99_us"] = percentile(lag, 99) / 1e3;
-  m["lag_max_us"] = static_cast<double>(lag.back()) / 1e3;
-  m["samples"] = static_cast<double>(lag.size());
-#endif
-  return m;
-}
-
-int precision_main() {
-  struct entry {
-    std::string name;
-    std::string impl;
-    precision_result res;
-  };
-  std::vector<entry> results;
-  const bool wheel = cfg.impl != "steady";
-  const bool steady = cfg.impl != "wheel";
-  progress_line progress;
-  auto run = [&](const char* name, const char* impl, auto setup) {
-    progress.update(true, "precision: %s, %zu timers over %g s", name, cfg.timers, cfg.spread_s);
-    results.push_back({name, impl, run_precision(name, setup)});
-  };
-  if (steady)
-    run("asio::steady_timer", "steady", timer_setup<asio::steady_timer>());
-  if (wheel) {
-    run("asio_wheel::wheel_timer", "wheel", timer_setup<asio_wheel::wheel_timer>());
-    run("asio_wheel::idle_timer", "idle_timer", idle_setup());
-    run("asio_wheel::heartbeat (ping)", "heartbeat", heartbeat_setup());
-  }
-  progress.done();
-
-  bool pass = true;
-  std::printf("\nprecision: %s timers due uniformly over %g s, one thread, default tick\n\n",
-              grouped(static_cast<double>(cfg.timers)).c_str(), cfg.spread_s);
-  std::printf("  %-30s %8s %10s %10s %10s %10s %6s  %s\n", "", "fired", "min", "p50", "p99", "max",
-              "early", "check (p99 <= tick + 1 ms, 0 early)");
-  for (auto& e : results) {
-    const metrics& m = e.res.m;
-    // The same bound for every implementation: the wheel's default tick + 1 ms.
-    const double limit_us = m.at("tick_us") + 1000;
-    const bool ok = m.at("lateness_early") == 0 && m.at("lateness_p99_us") <= limit_us &&
-                    m.at("lateness_n") == static_cast<double>(cfg.timers);
-    e.res.m["limit_us"] = limit_us;
-    e.res.m["pass"] = ok ? 1 : 0;
-    pass = pass && ok;
-    std::printf("  %-30s %8s %10s %10s %10s %10s %6s  %s (limit %s)\n", e.name.c_str(),
-                grouped(m.at("lateness_n")).c_str(), ms(m.at("lateness_min_us")).c_str(),
-                ms(m.at("lateness_p50_us")).c_str(), ms(m.at("lateness_p99_us")).c_str(),
-                ms(m.at("lateness_max_us")).c_str(), grouped(m.at("lateness_early")).c_str(),
-                ok ? "PASS" : "FAIL", ms(limit_us).c_str());
-  }
-  std::printf("\nprecision check: %s\n", pass ? "PASS" : "FAIL");
-  const metrics coarse = coarse_clock_lag();
-  if (!coarse.empty())
-    std::printf("\nCLOCK_MONOTONIC_COARSE (asio-wheel's activity marks): resolution %s; behind "
-                "CLOCK_MONOTONIC by %s (p50), %s (p99), %s (max)\n",
-                ms(coarse.at("resolution_us")).c_str(), ms(coarse.at("lag_p50_us")).c_str(),
-                ms(coarse.at("lag_p99_us")).c_str(), ms(coarse.at("lag_max_us")).c_str());
-
-  if (!cfg.cdf.empty()) {
-    std::vector<std::pair<std::string, std::vector<std::int64_t>>> sets;
-    for (const auto& e : results)
-      sets.emplace_back(e.impl, e.res.lateness_ns);
-    write_cdf(cfg.cdf, sets);
-  }
-  if (!cfg.json.empty()) {
-    std::FILE* f = std::fopen(cfg.json.c_str(), "w");
-    if (f == nullptr)
-      throw std::runtime_error("cannot write " + cfg.json);
-    std::fprintf(f, "{\n  \"mode\": \"precision\",\n  \"pass\": %s,\n", pass ? "true" : "false");
-    json_config(f);
-    std::fprintf(f, ",\n  \"results\": {");
-    bool first = true;
-    for (const auto& e : results) {
-      std::fprintf(f, "%s\n    \"%s\": ", first ? "" : ",", e.impl.c_str());
-      metrics m = e.res.m;
-      json_metrics(f, m, "    ");
-      first = false;
-    }
-    std::fprintf(f, "\n  }");
-    if (!coarse.empty()) {
-      std::fprintf(f, ",\n  \"coarse_clock\": ");
-      json_metrics(f, coarse, "  ");
-    }
-    std::fprintf(f, "\n}\n");
-    std::fclose(f);
-  }
-  return pass ? 0 : 1;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return bench::run_main("heartbeat_scenario", [&] {
     parse_args(argc, argv);
-    return cfg.precision ? precision_main() : scenario_main();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "heartbeat_scenario: %s\n", e.what());
-    return 3;
-  }
+    return scenario_main();
+  });
 }

@@ -47,6 +47,8 @@
 // Build: g++ -std=c++20 -O2 -DNDEBUG -I include benchmarks/idle_touch_bench.cpp
 //          -o /tmp/itb -lbenchmark -lpthread
 
+#include "support/bench_support.hpp"
+
 #include <asio_wheel/idle_timer.hpp>
 
 #include <asio/error.hpp>
@@ -55,15 +57,12 @@
 
 #include <benchmark/benchmark.h>
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -77,6 +76,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+namespace bench = asio_wheel::bench;
 
 using idle_timer = asio_wheel::idle_timer;
 
@@ -97,21 +97,6 @@ struct memory_figures {
 };
 std::map<std::string, memory_figures> memory;
 
-std::size_t heap_in_use() {
-  const struct mallinfo2 mi = ::mallinfo2();
-  return mi.uordblks + mi.hblkhd;
-}
-
-double seconds(clock_type::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 != 0 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 // An io_context whose shutdown() can be called before the timers are destroyed, so that
 // tearing down 1e6 pending steady_timers does not cost O(N log N) of heap work.
 class bench_context : public asio::io_context {
@@ -119,20 +104,6 @@ public:
   bench_context() : asio::io_context(1) {}
   using asio::execution_context::shutdown;
 };
-
-struct counts {
-  std::uint64_t ok = 0;
-  std::uint64_t aborted = 0;
-};
-
-inline auto make_handler(counts* c) {
-  return [c](const asio::error_code& ec) {
-    if (ec)
-      ++c->aborted;
-    else
-      ++c->ok;
-  };
-}
 
 // N connections, each with a timer of type T and one pending wait.
 template <typename T>
@@ -145,13 +116,13 @@ public:
       else
         timers_.emplace_back(ctx_, std::chrono::duration_cast<typename T::duration>(60s));
     }
-    const std::size_t heap0 = heap_in_use();
+    const std::size_t heap0 = bench::heap_in_use();
     for (auto& t : timers_) {
       if constexpr (std::is_same_v<T, asio::steady_timer>)
         t.expires_after(60s);
-      t.async_wait(make_handler(&counts_));
+      t.async_wait(bench::make_handler(&counts_));
     }
-    const std::size_t heap1 = heap_in_use();
+    const std::size_t heap1 = bench::heap_in_use();
     heap_per_wait_ =
         (static_cast<double>(heap1) - static_cast<double>(heap0)) / static_cast<double>(n);
   }
@@ -166,15 +137,15 @@ public:
 
   T& operator[](std::size_t i) { return timers_[i]; }
   std::size_t size() const { return timers_.size(); }
-  counts& count() { return counts_; }
-  auto handler() { return make_handler(&counts_); }
+  bench::counts& count() { return counts_; }
+  auto handler() { return bench::make_handler(&counts_); }
   void poll() { ctx_.poll(); }
   double heap_per_wait() const { return heap_per_wait_; }
 
 private:
   bench_context ctx_;
   std::deque<T> timers_; // not movable (the idle timers): a deque never moves its elements
-  counts counts_;
+  bench::counts counts_;
   double heap_per_wait_ = 0;
 };
 
@@ -206,21 +177,16 @@ const std::uint32_t* batch_indices(order o, std::int64_t iteration,
   return scratch.data();
 }
 
-// Brings the timer objects of a batch into the cache: every byte of each is read.
+// Brings the timer objects of a batch into the cache: every cache line of each is read.
 template <typename W>
 void warm(W& w, const std::uint32_t* idx) {
-  for (std::size_t j = 0; j < cfg.batch; ++j) {
-    const auto* p = reinterpret_cast<const volatile unsigned char*>(&w[idx[j]]);
-    using T = std::remove_reference_t<decltype(w[idx[j]])>;
-    for (std::size_t b = 0; b < sizeof(T); b += 64)
-      (void)p[b];
-    (void)p[sizeof(T) - 1];
-  }
+  for (std::size_t j = 0; j < cfg.batch; ++j)
+    bench::warm_object(w[idx[j]]);
 }
 
 void finish(benchmark::State& state, const std::string& op, const char* order,
             const std::vector<double>& per_op_ns) {
-  const double med = median(per_op_ns);
+  const double med = bench::median(per_op_ns);
   double sum = 0;
   for (const double x : per_op_ns)
     sum += x;
@@ -250,8 +216,8 @@ void bm_touch(benchmark::State& state, W* w, const std::string& op, order ord) {
       targets[j]->touch();
     benchmark::ClobberMemory();
     const auto t1 = clock_type::now();
-    state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
-    per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
+    state.SetIterationTime(bench::seconds(t1 - t0) / static_cast<double>(k));
+    per_op_ns.push_back(bench::seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
   w->poll();
   if (w->count().ok != 0 || w->count().aborted != 0) {
@@ -289,8 +255,8 @@ void bm_steady_reset(benchmark::State& state, order ord) {
       state.SkipWithError("a reset did not abort exactly one pending wait");
       return;
     }
-    state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
-    per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
+    state.SetIterationTime(bench::seconds(t1 - t0) / static_cast<double>(k));
+    per_op_ns.push_back(bench::seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
   if (w.count().ok != 0) {
     state.SkipWithError("a steady_timer fired during the benchmark");
@@ -310,20 +276,12 @@ void bm_clock(benchmark::State& state) {
       benchmark::DoNotOptimize(t);
     }
     const auto t1 = clock_type::now();
-    state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
-    per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
+    state.SetIterationTime(bench::seconds(t1 - t0) / static_cast<double>(k));
+    per_op_ns.push_back(bench::seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
   finish(state, "clock/steady_clock_now", "random", per_op_ns);
   for (const char* o : {"sequential", "warm"})
     results["clock/steady_clock_now"][o] = results["clock/steady_clock_now"]["random"];
-}
-
-bool parse_flag(const char* arg, const char* name, std::string& value) {
-  const std::size_t len = std::strlen(name);
-  if (std::strncmp(arg, name, len) != 0 || arg[len] != '=')
-    return false;
-  value = arg + len + 1;
-  return true;
 }
 
 void print_summary() {
@@ -367,11 +325,11 @@ int main(int argc, char** argv) {
   rest.push_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
     std::string v;
-    if (parse_flag(argv[i], "--itb_n", v))
+    if (bench::parse_flag(argv[i], "--itb_n", v))
       cfg.n = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
-    else if (parse_flag(argv[i], "--itb_batch", v))
+    else if (bench::parse_flag(argv[i], "--itb_batch", v))
       cfg.batch = static_cast<std::size_t>(std::strtoull(v.c_str(), nullptr, 10));
-    else if (parse_flag(argv[i], "--itb_iters", v))
+    else if (bench::parse_flag(argv[i], "--itb_iters", v))
       cfg.iterations = std::strtoll(v.c_str(), nullptr, 10);
     else
       rest.push_back(argv[i]);

@@ -38,6 +38,8 @@
 //
 //   g++ -std=c++20 -O2 -DNDEBUG -I include benchmarks/timing_wheel_bench.cpp -lbenchmark -lpthread
 
+#include "support/bench_support.hpp"
+
 #include <asio_wheel/detail/timing_wheel.hpp>
 
 #include <benchmark/benchmark.h>
@@ -64,18 +66,13 @@ constexpr tick_type deadline_span = 60'000;
 // splitmix64: a couple of nanoseconds, no memory traffic.
 class fast_rng {
 public:
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() noexcept { return bits_.next(); }
 
   // Uniform in [0, bound) for bound < 2^32 (multiply-shift, no division).
   std::uint64_t below(std::uint64_t bound) noexcept { return ((next() >> 32) * bound) >> 32; }
 
 private:
-  std::uint64_t state_ = 0x5eed;
+  asio_wheel::bench::rng bits_{0x5eed};
 };
 
 // A wheel holding `size` entries with deadlines uniform over the next deadline_span ticks.

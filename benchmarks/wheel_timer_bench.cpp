@@ -57,6 +57,8 @@
 // Build: g++ -std=c++20 -O2 -DNDEBUG -I include benchmarks/wheel_timer_bench.cpp
 //          -o /tmp/wtb -lbenchmark -lpthread
 
+#include "support/bench_support.hpp"
+
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/error.hpp>
@@ -65,8 +67,6 @@
 
 #include <benchmark/benchmark.h>
 
-#include <malloc.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +88,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+namespace bench = asio_wheel::bench;
 
 // ---------------------------------------------------------------------------------------
 // Configuration (command line, see the header comment).
@@ -120,42 +121,6 @@ std::map<std::string, double> arm_ns_estimate;
 // ---------------------------------------------------------------------------------------
 // Helpers.
 
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-std::size_t heap_in_use() {
-  const struct mallinfo2 mi = mallinfo2();
-  return mi.uordblks + mi.hblkhd;
-}
-
-double seconds(clock_type::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-double median(std::vector<double>& v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 != 0 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-struct counts {
-  std::uint64_t ok = 0;
-  std::uint64_t aborted = 0;
-};
-
-// The typical handler: a small lambda capturing one pointer.
-inline auto make_handler(counts* c) {
-  return [c](const asio::error_code& ec) {
-    if (ec)
-      ++c->aborted;
-    else
-      ++c->ok;
-  };
-}
-
 // N timers of one implementation on a fresh io_context, each with one pending wait due at
 // `base + U(lo, hi)`, where base is the start of arming plus `lead` (so that the window is
 // counted from about the end of the setup).
@@ -173,18 +138,18 @@ public:
     for (std::size_t i = 0; i < n; ++i)
       offsets_.push_back(clock_type::duration(dist_(rng_)));
 
-    const std::size_t heap0 = heap_in_use();
+    const std::size_t heap0 = bench::heap_in_use();
     const auto t0 = clock_type::now();
     base_ = t0 + lead;
     for (std::size_t i = 0; i < n; ++i) {
       timers_[i].expires_at(base_ + offsets_[i]);
-      timers_[i].async_wait(make_handler(&counts_));
+      timers_[i].async_wait(bench::make_handler(&counts_));
     }
     armed_at_ = clock_type::now();
-    const std::size_t heap1 = heap_in_use();
+    const std::size_t heap1 = bench::heap_in_use();
     heap_per_wait_ =
         (static_cast<double>(heap1) - static_cast<double>(heap0)) / static_cast<double>(n);
-    setup_s_ = seconds(armed_at_ - t0);
+    setup_s_ = bench::seconds(armed_at_ - t0);
     arm_ns_estimate[impl_name<Timer>()] = setup_s_ * 1e9 / static_cast<double>(n);
   }
 
@@ -201,8 +166,8 @@ public:
 
   std::size_t size() const { return timers_.size(); }
   Timer& timer(std::size_t i) { return timers_[i]; }
-  counts& count() { return counts_; }
-  auto handler() { return make_handler(&counts_); }
+  bench::counts& count() { return counts_; }
+  auto handler() { return bench::make_handler(&counts_); }
   asio::io_context& ctx() { return *ctx_; }
   double heap_per_wait() const { return heap_per_wait_; }
   // Wall time of arming the N initial waits.
@@ -249,7 +214,7 @@ public:
 private:
   std::unique_ptr<asio::io_context> ctx_;
   std::vector<Timer> timers_;
-  counts counts_;
+  bench::counts counts_;
   std::mt19937_64 rng_;
   std::uniform_int_distribution<clock_type::rep> dist_;
   std::vector<clock_type::duration> offsets_;
@@ -304,7 +269,7 @@ void finish_pending(benchmark::State& state, world<Timer>& w, const char* op,
   for (const double x : per_op_ns)
     sum += x;
   const double mean = sum / static_cast<double>(per_op_ns.size());
-  const double med = median(per_op_ns);
+  const double med = bench::median(per_op_ns);
   state.counters["ns/op"] = med;
   state.counters["mean_ns/op"] = mean;
   state.counters["K"] = static_cast<double>(std::min<std::size_t>(cfg.batch, w.size()));
@@ -353,26 +318,17 @@ void bm_arm(benchmark::State& state) {
     arm_each(*w, idx, dur);
     const auto t1 = clock_type::now();
 
-    state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
-    per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
+    state.SetIterationTime(bench::seconds(t1 - t0) / static_cast<double>(k));
+    per_op_ns.push_back(bench::seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
   finish_pending(state, *w, "arm", per_op_ns);
-}
-
-// Brings every cache line of the timer object in (not what it points to).
-template <typename Timer>
-void warm_object(const Timer& t) {
-  const auto* p = reinterpret_cast<const volatile unsigned char*>(&t);
-  for (std::size_t off = 0; off < sizeof(Timer); off += 64)
-    (void)p[off];
-  (void)p[sizeof(Timer) - 1];
 }
 
 template <typename Timer>
 void warm_objects(world<Timer>& w, const std::vector<std::uint32_t>& idx, bool warm) {
   if (warm)
     for (const auto i : idx)
-      warm_object(w.timer(i));
+      bench::warm_object(w.timer(i));
 }
 
 // The loop of cancel and reset. Per iteration: K random timers and durations, the timer
@@ -403,8 +359,8 @@ void abort_batches(benchmark::State& state, const char* op, bool warm, Timed tim
       return;
     }
     after(*w, idx, dur);
-    state.SetIterationTime(seconds(t1 - t0) / static_cast<double>(k));
-    per_op_ns.push_back(seconds(t1 - t0) * 1e9 / static_cast<double>(k));
+    state.SetIterationTime(bench::seconds(t1 - t0) / static_cast<double>(k));
+    per_op_ns.push_back(bench::seconds(t1 - t0) * 1e9 / static_cast<double>(k));
   }
   finish_pending(state, *w, op, per_op_ns);
 }
@@ -458,11 +414,11 @@ void bm_fire(benchmark::State& state) {
         10ms);
     world<Timer> w(n, 200ms, 1s, lead);
 
-    const double c0 = process_cpu_seconds();
+    const double c0 = bench::process_cpu_seconds();
     const auto t0 = clock_type::now();
     w.ctx().run();
     const auto t1 = clock_type::now();
-    const double c1 = process_cpu_seconds();
+    const double c1 = bench::process_cpu_seconds();
 
     if (w.count().ok != n || w.count().aborted != 0) {
       state.SkipWithError("fire: expected N successful completions");
@@ -471,14 +427,14 @@ void bm_fire(benchmark::State& state) {
     state.SetIterationTime((c1 - c0) / static_cast<double>(n));
     cpu_per_handler_ns.push_back((c1 - c0) * 1e9 / static_cast<double>(n));
     cpu_total += c1 - c0;
-    wall_total += seconds(t1 - t0);
+    wall_total += bench::seconds(t1 - t0);
     late_total += w.late_fraction();
     handlers += n;
   }
   const double iters = static_cast<double>(state.iterations());
   // Median over rounds for the table (robust to a round disturbed by other load); the Time
   // column and mean_cpu_ns/handler are the mean.
-  const double ns = median(cpu_per_handler_ns);
+  const double ns = bench::median(cpu_per_handler_ns);
   state.counters["mean_cpu_ns/handler"] = cpu_total * 1e9 / static_cast<double>(handlers);
   state.counters["cpu_ns/handler"] = ns;
   state.counters["run_wall_s"] = wall_total / iters;
@@ -608,14 +564,6 @@ public:
   }
 };
 
-bool parse_flag(const char* arg, const char* name, std::string& value) {
-  const std::size_t len = std::strlen(name);
-  if (std::strncmp(arg, name, len) != 0 || arg[len] != '=')
-    return false;
-  value = arg + len + 1;
-  return true;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
@@ -626,22 +574,22 @@ int main(int argc, char** argv) {
   std::string format = "console";
   for (int i = 1; i < argc; ++i) {
     std::string v;
-    if (parse_flag(argv[i], "--benchmark_format", v)) {
+    if (bench::parse_flag(argv[i], "--benchmark_format", v)) {
       format = v;
       if (v != "console")
         info = stderr;
     }
-    if (parse_flag(argv[i], "--wtb_batch", v)) {
+    if (bench::parse_flag(argv[i], "--wtb_batch", v)) {
       cfg.batch = static_cast<std::size_t>(std::stoull(v));
-    } else if (parse_flag(argv[i], "--wtb_iters", v)) {
+    } else if (bench::parse_flag(argv[i], "--wtb_iters", v)) {
       cfg.iterations = std::stoll(v);
-    } else if (parse_flag(argv[i], "--wtb_fire_iters", v)) {
+    } else if (bench::parse_flag(argv[i], "--wtb_fire_iters", v)) {
       cfg.fire_iterations = std::stoll(v);
-    } else if (parse_flag(argv[i], "--wtb_lead_s", v)) {
+    } else if (bench::parse_flag(argv[i], "--wtb_lead_s", v)) {
       cfg.extra_lead_s = std::stod(v);
-    } else if (parse_flag(argv[i], "--wtb_hint", v)) {
+    } else if (bench::parse_flag(argv[i], "--wtb_hint", v)) {
       cfg.hint = std::stoi(v);
-    } else if (parse_flag(argv[i], "--wtb_sizes", v)) {
+    } else if (bench::parse_flag(argv[i], "--wtb_sizes", v)) {
       cfg.sizes.clear();
       std::size_t pos = 0;
       while (pos < v.size()) {

@@ -1,4 +1,5 @@
-# Lateness CDFs (written by heartbeat_scenario --cdf: blocks of "lateness_ms fraction"):
+# Lateness CDFs (written by heartbeat_scenario --cdf and precision_bench --cdf: blocks of
+# "lateness_ms fraction"):
 # left, the heartbeat scenario's pings and drops (block 0 asio-wheel, block 1 steady_timer,
 # block 2, if present, heartbeat_group);
 # right, the precision check, one block per name in `blocks`, with its bound `limit` (ms).
