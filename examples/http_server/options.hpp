@@ -37,8 +37,8 @@ namespace http_example {
 using namespace std::chrono_literals;
 using asio::awaitable;
 using asio::use_awaitable;
-using example_tokens::as_tuple;
 using asio::ip::tcp;
+using example_tokens::as_tuple;
 using clock_type = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
