@@ -20,10 +20,8 @@
 // namespace is asio_wheel in both; detail/asio_forward.hpp makes asio_wheel::asio name the
 // chosen Asio, so the library's code reads the same for both.
 //
-// Both flavours may be used in one program: every entity of the library that depends on
-// Asio is a template over an Asio type (an executor, wait traits, a handler), so the two
-// flavours' instantiations have different names; the rest (the wheel, the block cache) is
-// the same code in both.
+// One flavour per program: the library's entities have the same names in both, so every
+// translation unit of a program must agree on ASIO_WHEEL_USE_BOOST_ASIO.
 
 #if defined(ASIO_WHEEL_USE_BOOST_ASIO)
 #include <boost/asio/version.hpp>
