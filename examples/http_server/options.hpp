@@ -19,9 +19,10 @@
 // and a block allocated in one and freed in the other is an alloc-dealloc mismatch.
 #include <version>
 
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/use_awaitable.hpp>
+
+#include "../asio_tokens.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -36,8 +37,8 @@ namespace http_example {
 using namespace std::chrono_literals;
 using asio::awaitable;
 using asio::use_awaitable;
-using asio::experimental::as_tuple;
 using asio::ip::tcp;
+using example_tokens::as_tuple;
 using clock_type = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 

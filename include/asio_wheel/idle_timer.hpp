@@ -11,8 +11,7 @@
 
 #include <asio_wheel/detail/activity_timer.hpp>
 
-#include <asio/async_result.hpp>
-#include <asio/error.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -110,7 +109,7 @@ public:
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(asio::error_code)>(
+    return asio::async_initiate<WaitToken, void(error_code)>(
         typename base::template initiation<basic_idle_timer>(this), token);
   }
 
@@ -135,14 +134,14 @@ private:
   // The timer's wait completed. Touched since it was armed: wait for the rest.
   template <typename Handler>
   static void on_wait(detail::rearming_handler<basic_idle_timer, Handler>&& h,
-                      const asio::error_code& ec) {
+                      const error_code& ec) {
     if (!ec) {
       basic_idle_timer& self = h.owner();
       const time_point deadline = self.activity_.after(self.timeout_);
       if (clock_type::now() < deadline) {
         if (self.rewait_until(deadline, h))
           return;
-        std::move(h.handler())(asio::error_code(asio::error::no_memory));
+        std::move(h.handler())(error_code(asio::error::no_memory));
         return;
       }
     }

@@ -21,8 +21,7 @@
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/virtual_clock.hpp>
 
-#include <asio/io_context.hpp>
-#include <asio/wait_traits.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <cstddef>
 #include <optional>

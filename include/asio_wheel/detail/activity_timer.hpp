@@ -12,10 +12,7 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
 
-#include <asio/associator.hpp>
-#include <asio/async_result.hpp>
-#include <asio/error.hpp>
-#include <asio/execution_context.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -91,7 +88,7 @@ public:
 
   // Static: after operation_aborted the owner may be gone (a destroyed timer aborts its
   // wait), and on_wait() then only calls the handler.
-  void operator()(const asio::error_code& ec) { Owner::on_wait(std::move(*this), ec); }
+  void operator()(const error_code& ec) { Owner::on_wait(std::move(*this), ec); }
 
   Owner& owner() const noexcept { return *owner_; }
   bool taken() const noexcept { return owner_ == nullptr; }
@@ -118,7 +115,9 @@ public:
   using time_point = typename Clock::time_point;
 
   /// Get the executor associated with the object.
-  executor_type get_executor() noexcept { return timer_.get_executor(); }
+  detail::get_executor_result_t<executor_type> get_executor() noexcept {
+    return timer_.get_executor();
+  }
 
   /// Marks activity now. O(1): one clock read and one relaxed compare-exchange; no wheel
   /// operation, no lock, no allocation, no handler. Any thread may call it at any time;
@@ -195,8 +194,8 @@ protected:
 // allocator and cancellation slot, as for Asio's own binders.
 template <template <typename, typename> class Associator, typename Owner, typename Handler,
           typename DefaultCandidate>
-struct asio::associator<Associator, asio_wheel::detail::rearming_handler<Owner, Handler>,
-                        DefaultCandidate> {
+struct asio_wheel::asio::associator<
+    Associator, asio_wheel::detail::rearming_handler<Owner, Handler>, DefaultCandidate> {
   using type = typename Associator<Handler, DefaultCandidate>::type;
 
   static type get(const asio_wheel::detail::rearming_handler<Owner, Handler>& h,

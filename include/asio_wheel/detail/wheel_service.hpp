@@ -59,24 +59,14 @@
 // that cannot throw, a reserve of blocks stands in (reserve_).
 
 #include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/io_executor_holder.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/virtual_clock.hpp>
 #include <asio_wheel/wheel_statistics.hpp>
 
-#include <asio/any_io_executor.hpp>
-#include <asio/associated_cancellation_slot.hpp>
-#include <asio/associated_executor.hpp>
-#include <asio/basic_waitable_timer.hpp>
-#include <asio/cancellation_type.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/io_context.hpp>
-#include <asio/post.hpp>
-#include <asio/query.hpp>
-#include <asio/strand.hpp>
-#include <asio/system_context.hpp>
-#include <asio/thread_pool.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -207,6 +197,14 @@ public:
           " ns); call set_tick() right after creating "
           "the io_context");
     reset_time(tick);
+  }
+
+  // The any_io_executor of this service's own io_context `io`, shared by the timers
+  // constructed from its plain executor (see io_executor_holder). Made by the first of them.
+  const shared_context_executor& own_executor(asio::io_context& io) {
+    std::call_once(own_executor_once_, [&] { own_executor_.emplace(io); });
+    assert(own_executor_->context == &io);
+    return *own_executor_;
   }
 
   // Starts a wait on `entry` for `expiry`. Strong guarantee: if it throws, nothing changed.
@@ -587,7 +585,7 @@ private:
   template <std::uintptr_t Bits>
   bool is_home_any(const asio::any_io_executor& ex) {
     using target = asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
-    const target* io = target_if<target>(ex);
+    const target* io = detail::target_if<target>(ex);
     return io != nullptr && is_home_io(*io);
   }
 
@@ -722,7 +720,7 @@ private:
     wheel_service* self;
     using allocator_type = own_allocator<void>;
     allocator_type get_allocator() const noexcept { return allocator_type(self->driver_memory_); }
-    void operator()(const asio::error_code&) const { self->on_driver(); }
+    void operator()(const error_code&) const { self->on_driver(); }
   };
 
   // A handler the service posts to its home executor: calls `Fn`.
@@ -1340,6 +1338,9 @@ private:
   own_memory continuation_memory_;
   // The one Asio timer of this wheel; exists from the first wait until shutdown().
   std::optional<asio::basic_waitable_timer<Clock, WaitTraits, asio::any_io_executor>> driver_;
+  // See own_executor(); not guarded by mutex_.
+  std::once_flag own_executor_once_;
+  std::optional<shared_context_executor> own_executor_;
 };
 
 } // namespace asio_wheel::detail
