@@ -41,7 +41,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -49,6 +48,8 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
+
+#include "asio_tokens.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -65,8 +66,8 @@ using namespace std::chrono_literals;
 using namespace asio::experimental::awaitable_operators;
 using asio::awaitable;
 using asio::use_awaitable;
-using asio::experimental::as_tuple;
 using asio::ip::tcp;
+using example_tokens::as_tuple;
 using clock_type = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 

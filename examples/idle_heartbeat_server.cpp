@@ -55,7 +55,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read_until.hpp>
@@ -64,6 +63,8 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
+
+#include "asio_tokens.hpp"
 
 #include <malloc.h>
 #include <sys/resource.h>
@@ -91,8 +92,8 @@ namespace {
 using namespace std::chrono_literals;
 using asio::awaitable;
 using asio::use_awaitable;
-using asio::experimental::as_tuple;
 using asio::ip::tcp;
+using example_tokens::as_tuple;
 using clock_type = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 using heartbeat = asio_wheel::heartbeat;

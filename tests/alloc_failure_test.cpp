@@ -1203,16 +1203,17 @@ TEST_CASE("idle_timer and heartbeat: a wait that cannot wait again after a touch
   asio::io_context ioc;
   ledger l;
   failing_alloc_state idle_memory, beat_memory;
-  asio_wheel::idle_timer idle(ioc, 4ms);
-  asio_wheel::heartbeat beat(ioc, {4ms, 8ms});
+  asio_wheel::idle_timer idle(ioc, 10ms);
+  asio_wheel::heartbeat beat(ioc, {10ms, 20ms});
   record& i = l.next("idle", expect::complete, asio::error_code(asio::error::no_memory));
   idle.async_wait(allocating_handler(i, idle_memory)); // its first operation: allocation 1
   i.accepted = true;
   record& b = l.next("heartbeat", expect::complete, asio::error_code(asio::error::no_memory));
   beat.async_next(allocating_handler(b, beat_memory));
   b.accepted = true;
-  // Touched half way: at the first deadline each waits again, which needs allocation 2.
-  wheel_timer toucher(ioc, sclock::now() + 2ms);
+  // Touched before the first deadline (the toucher's comes first in the wheel, however late
+  // the loop runs): at that deadline each waits again, which needs allocation 2.
+  wheel_timer toucher(ioc, std::min(idle.last_activity(), beat.last_activity()) + 2ms);
   toucher.async_wait([&](const asio::error_code&) {
     idle.touch();
     beat.touch();

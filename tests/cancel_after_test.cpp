@@ -39,9 +39,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
-#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
@@ -50,6 +48,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/system_error.hpp>
+#include <asio/system_executor.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -57,12 +56,14 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "asio_tokens.hpp"
 
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,8 +90,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace asio_wheel::test;
-using asio::experimental::as_tuple;
-using asio::experimental::deferred;
 using asio::ip::tcp;
 
 // "Promptly": generous for a noisy 2-core machine (and sanitizers), still far below kFar.
@@ -565,6 +564,45 @@ TEST_CASE("a custom operation (async_initiate) that completes first: result pass
   CHECK(o.ec == asio::error_code(asio::error::host_unreachable));
   CHECK(op.cancellations == 0);
   CHECK_PROMPT(r);
+}
+
+TEST_CASE("an operation without an I/O executor, with a plain callback: the deadline still "
+          "cancels it, from system_executor (Asio's default candidate before 1.38)") {
+  // Asio 1.38's default candidate, inline_executor, has no context to keep a wheel in
+  // (ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE); the adapter names system_executor itself.
+  using default_candidate = asio::associated_executor_t<void (*)(asio::error_code)>;
+  CHECK_TRAIT(std::is_same_v<default_candidate, asio::system_executor> !=
+              bool(ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE));
+
+  // An initiation with no get_executor(): completes only through its cancellation slot.
+  auto async_forever = [](auto&& token) {
+    return asio::async_initiate<decltype(token), void(asio::error_code)>(
+        [](auto handler) {
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          REQUIRE(slot.is_connected());
+          auto h = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
+          slot.assign([h](asio::cancellation_type_t) {
+            if (*h) {
+              auto last = std::move(**h);
+              h->reset();
+              std::move(last)(asio::error::operation_aborted);
+            }
+          });
+        },
+        token);
+  };
+  // Nothing runs a context on this thread: the deadline fires on one of system_context's.
+  std::promise<std::pair<asio::error_code, std::thread::id>> result;
+  const auto t0 = sclock::now();
+  async_forever(asio_wheel::cancel_after(kShort, [&](asio::error_code ec) {
+    result.set_value({ec, std::this_thread::get_id()});
+  }));
+  auto done = result.get_future();
+  REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
+  const auto [ec, thread] = done.get();
+  CHECK(sclock::now() - t0 >= kShort);
+  CHECK(ec == asio::error::operation_aborted);
+  CHECK(thread != std::this_thread::get_id());
 }
 
 TEST_CASE("many operations that complete first leave nothing in the wheel") {

@@ -44,8 +44,6 @@
 #include <asio/cancellation_type.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/error.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
@@ -57,6 +55,7 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "asio_tokens.hpp"
 #include "frozen_run.hpp"
 #include "manual_clock.hpp"
 
@@ -79,8 +78,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace asio_wheel::test;
-using asio::experimental::as_tuple;
-using asio::experimental::deferred;
 using hb_event = asio_wheel::heartbeat::event;
 
 // "Promptly": generous for a noisy 2-core machine, still far below kFar.

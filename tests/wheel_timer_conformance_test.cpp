@@ -27,8 +27,6 @@
 #include <asio/cancellation_type.hpp>
 #include <asio/error.hpp>
 #include <asio/executor_work_guard.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
@@ -51,6 +49,7 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "asio_tokens.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -145,7 +144,13 @@ TEST_CASE_TEMPLATE("member types, rebind_executor and the API's signatures", Tim
 
   asio::io_context ioc;
   Timer t(ioc);
-  CHECK_TRAIT(std::is_same_v<decltype(t.get_executor()), typename Timer::executor_type>);
+  // get_executor() returns a copy before Asio 1.26, a const reference from 1.26 on
+  // (ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF): steady_timer checks the claim, the wheel timer
+  // must follow it.
+  using executor_result =
+      std::conditional_t<ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF, const typename Timer::executor_type&,
+                         typename Timer::executor_type>;
+  CHECK_TRAIT(std::is_same_v<decltype(t.get_executor()), executor_result>);
   CHECK_TRAIT(std::is_same_v<decltype(t.cancel()), std::size_t>);
   CHECK_TRAIT(std::is_same_v<decltype(t.cancel_one()), std::size_t>);
   CHECK_TRAIT(std::is_same_v<decltype(t.expiry()), typename Timer::time_point>);
@@ -303,6 +308,38 @@ TEST_CASE_TEMPLATE("a timer whose expiry is time_point() or in the past complete
   CHECK_SUCCESS_AT(a, typename Timer::time_point());
   CHECK_SUCCESS_AT(b, past.expiry());
   CHECK_SUCCESS_AT(c, Timer::time_point::min());
+}
+
+// Asio keeps a wait whose expiry has passed in its timer queue until the reactor's next
+// pass: until then it is pending, and cancel(), cancel_one() and expires_*() abort it.
+TEST_CASE_TEMPLATE("a wait started after its expiry is pending until it runs: cancel aborts it",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer t(ioc, sclock::now() - 1h);
+  std::vector<asio::error_code> got;
+  auto h = [&](const asio::error_code& ec) { got.push_back(ec); };
+  SUBCASE("cancel()") {
+    t.async_wait(h);
+    CHECK(t.cancel() == 1);
+  }
+  SUBCASE("cancel_one()") {
+    t.async_wait(h);
+    CHECK(t.cancel_one() == 1);
+  }
+  SUBCASE("expires_after()") {
+    t.expires_after(0s);
+    t.async_wait(h);
+    CHECK(t.expires_after(1h) == 1);
+  }
+  SUBCASE("a second wait on the same timer joins the first") {
+    t.async_wait(h);
+    t.async_wait(h);
+    CHECK(t.cancel() == 2);
+  }
+  guarded_run(ioc);
+  REQUIRE(!got.empty());
+  for (const auto& ec : got)
+    CHECK(ec == asio::error::operation_aborted);
 }
 
 TEST_CASE_TEMPLATE("waits on different timers complete in order of expiry", Timer, TIMER_TYPES) {
@@ -1275,9 +1312,9 @@ void check_error_code_token(Wait wait) {
 
 } // namespace
 
-TEST_CASE_TEMPLATE("completion token: experimental::as_tuple(use_awaitable)", Timer, TIMER_TYPES) {
+TEST_CASE_TEMPLATE("completion token: as_tuple(use_awaitable)", Timer, TIMER_TYPES) {
   check_error_code_token<Timer>([](Timer& t) -> asio::awaitable<asio::error_code> {
-    auto [ec] = co_await t.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    auto [ec] = co_await t.async_wait(as_tuple(asio::use_awaitable));
     co_return ec;
   });
 }
@@ -1292,11 +1329,10 @@ TEST_CASE_TEMPLATE("completion token: redirect_error(use_awaitable, ec)", Timer,
 
 #endif // defined(ASIO_HAS_CO_AWAIT)
 
-TEST_CASE_TEMPLATE("completion token: experimental::deferred starts nothing until launched", Timer,
-                   TIMER_TYPES) {
+TEST_CASE_TEMPLATE("completion token: deferred starts nothing until launched", Timer, TIMER_TYPES) {
   asio::io_context ioc;
   Timer t(ioc, 5ms);
-  auto op = t.async_wait(asio::experimental::deferred);
+  auto op = t.async_wait(deferred);
   {
     const auto r = guarded_run(ioc); // nothing pending
     CHECK_PROMPT(r);
@@ -1311,7 +1347,7 @@ TEST_CASE_TEMPLATE("completion token: experimental::deferred starts nothing unti
   // A deferred wait that is cancelled after launch.
   Timer far(ioc, kFar);
   outcome of;
-  auto op2 = far.async_wait(asio::experimental::deferred);
+  auto op2 = far.async_wait(deferred);
   std::move(op2)(record(of));
   CHECK(far.cancel() == 1);
   ioc.restart();

@@ -21,9 +21,10 @@
 
 #include <asio_wheel/timeout_scale.hpp>
 
-#include <asio/experimental/as_tuple.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/use_awaitable.hpp>
+
+#include "../asio_tokens.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -38,8 +39,8 @@ namespace http_example {
 using namespace std::chrono_literals;
 using asio::awaitable;
 using asio::use_awaitable;
-using asio::experimental::as_tuple;
 using asio::ip::tcp;
+using example_tokens::as_tuple;
 using clock_type = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 // A timeout that may shrink under pressure: [min, max], at min + f * (max - min) for the

@@ -12,13 +12,7 @@
 #include <asio_wheel/detail/io_executor_holder.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
 
-#include <asio/any_io_executor.hpp>
-#include <asio/async_result.hpp>
-#include <asio/error.hpp>
-#include <asio/execution.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/query.hpp>
-#include <asio/wait_traits.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -116,7 +110,7 @@ public:
    * for any asynchronous operations performed on the timer.
    */
   explicit basic_wheel_timer(const executor_type& ex)
-      : service_(&asio::use_service<service_type>(context_of(ex))), executor_(ex) {}
+      : service_(&asio::use_service<service_type>(context_of(ex))), executor_(ex, *service_) {}
 
   /// Constructor.
   /**
@@ -131,7 +125,8 @@ public:
       ExecutionContext& context,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : service_(&asio::use_service<service_type>(context)), executor_(context.get_executor()) {}
+      : service_(&asio::use_service<service_type>(context)),
+        executor_(context.get_executor(), *service_) {}
 
   /// Constructor to set a particular expiry time as an absolute time.
   basic_wheel_timer(const executor_type& ex, const time_point& expiry_time)
@@ -208,7 +203,11 @@ public:
   basic_wheel_timer& operator=(const basic_wheel_timer&) = delete;
 
   /// Get the executor associated with the object.
-  executor_type get_executor() noexcept { return executor_.get(); }
+  /**
+   * Returns a const reference with Asio 1.26 and later, a copy before, as
+   * asio::basic_waitable_timer does.
+   */
+  detail::get_executor_result_t<executor_type> get_executor() noexcept { return executor_.get(); }
 
   /// Cancel any asynchronous operations that are waiting on the timer.
   /**
@@ -278,10 +277,10 @@ public:
    * @throws asio::system_error Thrown on failure.
    */
   void wait() {
-    asio::error_code ec;
+    error_code ec;
     wait(ec);
     if (ec)
-      throw asio::system_error(ec, "wait");
+      throw system_error(ec, "wait");
   }
 
   /// Perform a blocking wait on the timer.
@@ -291,8 +290,8 @@ public:
    *
    * @param ec Set to indicate what error occurred, if any.
    */
-  void wait(asio::error_code& ec) {
-    ec = asio::error_code();
+  void wait(error_code& ec) {
+    ec = error_code();
     // The duration overload of to_wait_duration, as Asio's timer uses: the time_point one
     // overflows computing now + duration::max().
     for (time_point now = clock_type::now(); now < expiry_; now = clock_type::now()) {
@@ -319,7 +318,7 @@ public:
    *
    * @param token The completion token that will be used to produce a completion handler,
    * which will be called when the timer expires. Potential completion tokens include
-   * asio::use_future, asio::use_awaitable, asio::experimental::deferred, or a function
+   * asio::use_future, asio::use_awaitable, asio::deferred, or a function
    * object with the correct completion signature. The function signature of the completion
    * handler must be:
    * @code void handler(
@@ -358,8 +357,7 @@ public:
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(asio::error_code)>(initiate_async_wait(this),
-                                                                   token);
+    return asio::async_initiate<WaitToken, void(error_code)>(initiate_async_wait(this), token);
   }
 
   /// Set the length of a tick of the wheel of @c context for this clock.
@@ -389,7 +387,8 @@ private:
 
   template <typename Other>
   basic_wheel_timer(move_tag, Other&& other)
-      : service_(other.service_), executor_(other.get_executor()), expiry_(other.expiry_) {
+      : service_(other.service_), executor_(other.executor_.get(), *other.service_),
+        expiry_(other.expiry_) {
     other.expiry_ = time_point();
     take_waits(other);
   }
@@ -400,7 +399,7 @@ private:
       return;
     release(false);
     service_ = other.service_;
-    executor_ = executor_holder(other.get_executor());
+    executor_ = executor_holder(other.executor_.get(), *other.service_);
     expiry_ = other.expiry_;
     other.expiry_ = time_point();
     take_waits(other);
@@ -455,8 +454,8 @@ private:
 
     template <typename WaitHandler>
     void operator()(WaitHandler&& handler) const {
-      static_assert(std::is_invocable_v<std::decay_t<WaitHandler>&&, asio::error_code>,
-                    "WaitHandler must be callable as void(asio::error_code)");
+      static_assert(std::is_invocable_v<std::decay_t<WaitHandler>&&, error_code>,
+                    "WaitHandler must be callable as void(error_code)");
       self_->executor_.visit([&](const auto& io_ex) {
         self_->service_->async_wait(self_->entry_, self_->expiry_,
                                     std::forward<WaitHandler>(handler), io_ex);

@@ -10,8 +10,8 @@
 #define ASIO_WHEEL_CANCEL_AFTER_HPP
 
 // Timeouts for any asynchronous operation that supports per-operation cancellation, in the
-// shape of asio::cancel_after from Asio 1.31, for Asio 1.22 users, with the deadline kept in
-// the timing wheel of the operation's context rather than in Asio's timer heap:
+// shape of asio::cancel_after, on every Asio the library supports (Asio has its own only
+// from 1.31), with the deadline kept in the timing wheel of the operation's context:
 //
 //   co_await sock.async_read_some(buf, asio_wheel::cancel_after(5s, asio::use_awaitable));
 //
@@ -25,16 +25,22 @@
 // Thread safety: the wheel wait completes on the operation's executor. As with
 // asio::cancel_after, when the context is run by several threads, use a strand as that
 // executor so that the deadline and the operation's completion are serialised.
+//
+// Beside asio::cancel_after (Asio >= 1.31). Same signatures, same completion; the
+// difference is where the deadline lives. Asio's adapter builds an asio::basic_waitable_timer
+// into each operation, whose wait enters the context's timer heap (O(log n) to arm and to
+// cancel, under the reactor's lock). This one files the deadline in the wheel the context
+// already has: no Asio timer and no timer-heap entry per operation, O(1) to arm and to
+// cancel, and the adapter's state comes from the per-thread block cache. Both can be used
+// in one file: a qualified call never finds the other, so write asio_wheel::cancel_after
+// (and asio::cancel_after) in full. An unqualified cancel_after(5s, asio::use_awaitable)
+// finds Asio's by argument-dependent lookup, and is ambiguous if asio_wheel's is visible
+// too (a using-declaration does not prevent that; only qualification does).
 
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/block_cache.hpp>
 
-#include <asio/associated_allocator.hpp>
-#include <asio/associated_cancellation_slot.hpp>
-#include <asio/associated_executor.hpp>
-#include <asio/async_result.hpp>
-#include <asio/cancellation_signal.hpp>
-#include <asio/cancellation_type.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -83,8 +89,8 @@ auto cancel_at(const std::chrono::time_point<Clock, Duration>& deadline,
 /// @c deadline.
 template <typename Clock, typename Duration, typename CompletionToken>
 auto cancel_at(const std::chrono::time_point<Clock, Duration>& deadline, CompletionToken&& token) {
-  return cancel_at(deadline, asio::cancellation_type::terminal,
-                   std::forward<CompletionToken>(token));
+  return asio_wheel::cancel_at(deadline, asio::cancellation_type::terminal,
+                               std::forward<CompletionToken>(token));
 }
 
 /// Cancels the operation if it has not completed within @c timeout of its initiation.
@@ -104,16 +110,16 @@ auto cancel_after(const std::chrono::duration<Rep, Period>& timeout, asio::cance
   const auto now = clock::now();
   const auto limit = clock::time_point::max() - now;
   const auto delta = std::chrono::duration_cast<clock::duration>(timeout);
-  return cancel_at(delta >= limit ? clock::time_point::max() : now + delta, type,
-                   std::forward<CompletionToken>(token));
+  return asio_wheel::cancel_at(delta >= limit ? clock::time_point::max() : now + delta, type,
+                               std::forward<CompletionToken>(token));
 }
 
 /// Cancels the operation, with terminal cancellation, if it has not completed within
 /// @c timeout of its initiation.
 template <typename Rep, typename Period, typename CompletionToken>
 auto cancel_after(const std::chrono::duration<Rep, Period>& timeout, CompletionToken&& token) {
-  return cancel_after(timeout, asio::cancellation_type::terminal,
-                      std::forward<CompletionToken>(token));
+  return asio_wheel::cancel_after(timeout, asio::cancellation_type::terminal,
+                                  std::forward<CompletionToken>(token));
 }
 
 namespace detail {
@@ -200,7 +206,7 @@ private:
       if (self_ != nullptr)
         self_->release();
     }
-    void operator()(const asio::error_code& ec) {
+    void operator()(const error_code& ec) {
       cancel_at_state* self = std::exchange(self_, nullptr);
       // The deadline and the operation can come due in the same batch: once the
       // operation's handler has run, its slot must not be emitted into.
@@ -298,13 +304,17 @@ public:
   }
 
 private:
-  // The executor the operation completes on: the handler's, else the I/O object's.
+  // The executor the operation completes on: the handler's, else the I/O object's. An
+  // operation without an I/O object, whose handler has no executor either, still needs a
+  // context for the deadline's wheel: system_executor, the default candidate of every Asio
+  // before 1.38. 1.38's default, inline_executor, has no context
+  // (ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE), so the candidate is given explicitly.
   template <typename Handler>
   auto operation_executor(const Handler& handler) const {
     if constexpr (requires { initiation_.get_executor(); })
       return asio::get_associated_executor(handler, initiation_.get_executor());
     else
-      return asio::get_associated_executor(handler);
+      return asio::get_associated_executor(handler, asio::system_executor());
   }
 
   Initiation initiation_;
@@ -315,13 +325,12 @@ private:
 } // namespace detail
 } // namespace asio_wheel
 
-namespace asio {
-
 template <typename CompletionToken, typename Clock, typename WaitTraits, typename... Signatures>
-struct async_result<asio_wheel::cancel_at_t<CompletionToken, Clock, WaitTraits>, Signatures...> {
+struct asio_wheel::asio::async_result<asio_wheel::cancel_at_t<CompletionToken, Clock, WaitTraits>,
+                                      Signatures...> {
   template <typename Initiation, typename RawToken, typename... Args>
   static auto initiate(Initiation&& initiation, RawToken&& token, Args&&... args) {
-    return asio::async_initiate<CompletionToken, Signatures...>(
+    return asio_wheel::asio::async_initiate<CompletionToken, Signatures...>(
         asio_wheel::detail::initiate_cancel_at<std::decay_t<Initiation>, Clock, WaitTraits>(
             std::forward<Initiation>(initiation), token.deadline_, token.type_),
         token.token_, std::forward<Args>(args)...);
@@ -329,23 +338,23 @@ struct async_result<asio_wheel::cancel_at_t<CompletionToken, Clock, WaitTraits>,
 };
 
 template <typename Handler, typename State, typename Executor>
-struct associated_executor<asio_wheel::detail::cancel_at_handler<Handler, State>, Executor> {
+struct asio_wheel::asio::associated_executor<asio_wheel::detail::cancel_at_handler<Handler, State>,
+                                             Executor> {
   using type = associated_executor_t<Handler, Executor>;
   static type get(const asio_wheel::detail::cancel_at_handler<Handler, State>& h,
                   const Executor& ex = Executor()) noexcept {
-    return asio::get_associated_executor(h.handler_, ex);
+    return asio_wheel::asio::get_associated_executor(h.handler_, ex);
   }
 };
 
 template <typename Handler, typename State, typename Allocator>
-struct associated_allocator<asio_wheel::detail::cancel_at_handler<Handler, State>, Allocator> {
+struct asio_wheel::asio::associated_allocator<asio_wheel::detail::cancel_at_handler<Handler, State>,
+                                              Allocator> {
   using type = associated_allocator_t<Handler, Allocator>;
   static type get(const asio_wheel::detail::cancel_at_handler<Handler, State>& h,
                   const Allocator& a = Allocator()) noexcept {
-    return asio::get_associated_allocator(h.handler_, a);
+    return asio_wheel::asio::get_associated_allocator(h.handler_, a);
   }
 };
-
-} // namespace asio
 
 #endif // ASIO_WHEEL_CANCEL_AFTER_HPP

@@ -13,8 +13,7 @@
 #include <asio_wheel/detail/heartbeat_rule.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
-#include <asio/async_result.hpp>
-#include <asio/error.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -33,7 +32,7 @@ namespace asio_wheel {
  * @code
  * asio_wheel::heartbeat hb(sock.get_executor(), {.ping_after = 15s, .drop_after = 45s});
  * for (;;) {
- *   auto [ec, ev] = co_await hb.async_next(asio::experimental::as_tuple(asio::use_awaitable));
+ *   auto [ec, ev] = co_await hb.async_next(asio::as_tuple(asio::use_awaitable));
  *   if (ec) break;                                   // cancelled
  *   if (ev == asio_wheel::heartbeat::event::drop) { sock.close(); break; }
  *   co_await async_write(sock, asio::buffer("PING\n", 5), asio::use_awaitable);
@@ -139,7 +138,7 @@ public:
    */
   template <typename Token = asio::default_completion_token_t<executor_type>>
   auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<Token, void(asio::error_code, event)>(
+    return asio::async_initiate<Token, void(error_code, event)>(
         typename base::template initiation<basic_heartbeat>(this), token);
   }
 
@@ -199,7 +198,7 @@ private:
 
   template <typename Handler>
   static void on_wait(detail::rearming_handler<basic_heartbeat, Handler>&& h,
-                      const asio::error_code& ec) {
+                      const error_code& ec) {
     if (ec) {
       std::move(h.handler())(ec, event::drop);
       return;
@@ -210,16 +209,16 @@ private:
     const time_point last = self.activity_.last();
     switch (rule::due(self.at(self.factor()), last, self.pinged_for_, now)) {
     case rule::step::drop:
-      std::move(h.handler())(asio::error_code(), event::drop);
+      std::move(h.handler())(error_code(), event::drop);
       return;
     case rule::step::ping:
       self.pinged_for_ = last;
-      std::move(h.handler())(asio::error_code(), event::ping);
+      std::move(h.handler())(error_code(), event::ping);
       return;
     case rule::step::wait:
       // Touched since (the thresholds moved), past a range's minimum, or the factor rose.
       if (!self.arm(h, last, now))
-        std::move(h.handler())(asio::error_code(asio::error::no_memory), event::drop);
+        std::move(h.handler())(error_code(asio::error::no_memory), event::drop);
       return;
     }
   }

@@ -18,10 +18,7 @@
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
-#include <asio/any_io_executor.hpp>
-#include <asio/error.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/post.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -287,7 +284,9 @@ public:
   }
 
   /// Get the executor associated with the object.
-  executor_type get_executor() noexcept { return timer_.get_executor(); }
+  detail::get_executor_result_t<executor_type> get_executor() noexcept {
+    return timer_.get_executor();
+  }
 
   /// The thresholds.
   const options& get_options() const noexcept { return options_; }
@@ -407,7 +406,7 @@ private:
   struct wake_handler {
     std::shared_ptr<anchor> to;
     // An aborted wait was re-armed or is the group's destruction: nothing to do.
-    void operator()(const asio::error_code& ec) const {
+    void operator()(const error_code& ec) const {
       if (!ec && to->group != nullptr)
         to->group->on_wake();
     }

@@ -12,8 +12,7 @@
 #include <asio_wheel/detail/activity_timer.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
-#include <asio/async_result.hpp>
-#include <asio/error.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -152,7 +151,7 @@ public:
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(asio::error_code)>(
+    return asio::async_initiate<WaitToken, void(error_code)>(
         typename base::template initiation<basic_idle_timer>(this), token);
   }
 
@@ -183,7 +182,7 @@ private:
   // The timer's wait completed. Touched since it was armed: wait for the rest.
   template <typename Handler>
   static void on_wait(detail::rearming_handler<basic_idle_timer, Handler>&& h,
-                      const asio::error_code& ec) {
+                      const error_code& ec) {
     if (!ec) {
       basic_idle_timer& self = h.owner();
       self.leave_queue();
@@ -192,7 +191,7 @@ private:
       if (now < detail::saturating_add(last, self.timeout_.at(self.factor()))) {
         if (self.rewait_for(self.timeout_, last, h, now))
           return;
-        std::move(h.handler())(asio::error_code(asio::error::no_memory));
+        std::move(h.handler())(error_code(asio::error::no_memory));
         return;
       }
     }

@@ -12,8 +12,7 @@
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/wheel_statistics.hpp>
 
-#include <asio/execution_context.hpp>
-#include <asio/wait_traits.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
 

@@ -33,9 +33,7 @@
 // wait per distinct range, on its own executor (see the design notes of heartbeat_group.hpp
 // and detail/scaled_queue.hpp).
 
-#include <asio/execution/context.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/query.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>
 #include <cassert>

@@ -21,8 +21,7 @@
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/virtual_clock.hpp>
 
-#include <asio/io_context.hpp>
-#include <asio/wait_traits.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -91,7 +90,7 @@ public:
    * @returns The number of handlers run (as counted by io_context::poll()).
    */
   std::size_t advance(duration d) {
-    const time_point target = now() + (d < duration::zero() ? duration::zero() : d);
+    const time_point target = later(d);
     std::size_t n = poll();
     for (;;) {
       const std::optional<time_point> next = next_deadline();
@@ -119,8 +118,19 @@ public:
 
   /// As run(), but time does not go past now() + @c d: returns when nothing is pending
   /// or the next deadline is later than that, with the clock set to now() + d.
-  std::size_t run_for(duration d) { return run_until(now() + d); }
+  std::size_t run_for(duration d) { return run_until(later(d)); }
 
+private:
+  // now() + d for d >= 0 (a negative d counts as zero), saturating at time_point::max(), as
+  // Asio's timers do for expires_after(): advance(duration::max()) means "forever".
+  static time_point later(duration d) noexcept {
+    const time_point t = now();
+    if (d <= duration::zero())
+      return t;
+    return t > time_point::max() - d ? time_point::max() : t + d;
+  }
+
+public:
   /// Suspends auto-advance (run(), run_for()) while alive: see the class's rule for real
   /// I/O. Cheap, nestable; advance() ignores holds.
   class hold {

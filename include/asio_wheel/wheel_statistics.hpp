@@ -62,8 +62,10 @@ struct wheel_statistics {
   /// Waits decided as aborted (cancel(), expires_at()/expires_after() on a busy timer,
   /// destruction, per-operation cancellation): their handler gets operation_aborted.
   std::uint64_t waits_aborted = 0;
-  /// Of waits_succeeded: waits whose expiry had passed when they started, completed
-  /// without the wheel. They are not in the lateness histogram.
+  /// Waits whose expiry had passed when they started. As in Asio's timer queue, such a
+  /// wait stays pending until the next expiry turn (queued at once, without the driver), so
+  /// cancel() before then still aborts it; it is filed at the wheel's current tick, so its
+  /// lateness counts only the wheel's own delay.
   std::uint64_t waits_expired_at_start = 0;
   /// Driver turns: each run of the driver's handler (a wake-up of the one Asio timer behind
   /// the wheel, or the continuation of a turn that hit its budget).

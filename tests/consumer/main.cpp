@@ -1,12 +1,28 @@
 // Consumer test program: built by tests/consumer/{find_package,add_subdirectory} against the
-// installed package and the source tree. Exits 0 if one wheel_timer fired, not early.
+// installed package and the source tree, with either flavour's target. Exits 0 if one
+// wheel_timer fired, not early. The flavour comes from the target alone: nothing here
+// defines ASIO_WHEEL_USE_BOOST_ASIO.
 
 #include <asio_wheel.hpp>
 
-#include <asio/io_context.hpp>
-
 #include <chrono>
 #include <cstdio>
+#include <type_traits>
+
+// The consumer project says which flavour it linked (ASIO_WHEEL_CONSUMER_BOOST, 0 or 1).
+#if ASIO_WHEEL_CONSUMER_BOOST != defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#error "the flavour's target did not select the flavour it stands for"
+#endif
+
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
+namespace asio = boost::asio;
+static_assert(std::is_same_v<asio_wheel::error_code, boost::system::error_code>);
+#else
+#include <asio/io_context.hpp>
+static_assert(std::is_same_v<asio_wheel::error_code, asio::error_code>);
+#endif
 
 int main() {
   asio::io_context ctx;
@@ -15,8 +31,8 @@ int main() {
   // Spelled exactly as with asio::steady_timer.
   asio_wheel::wheel_timer t(ctx, std::chrono::milliseconds(1));
   bool fired = false;
-  asio::error_code result = asio::error::would_block;
-  t.async_wait([&](asio::error_code ec) {
+  asio_wheel::error_code result = asio::error::would_block;
+  t.async_wait([&](asio_wheel::error_code ec) {
     fired = true;
     result = ec;
   });

@@ -6,6 +6,10 @@
 #                                              configure/build/run consumer/find_package against it
 #   ASIO_WHEEL_CONSUMER_KIND=add_subdirectory  configure/build/run consumer/add_subdirectory,
 #                                              which adds the source tree as a subdirectory
+#   ASIO_WHEEL_CONSUMER_FLAVOUR=standalone|boost  the target the consumer links:
+#                                              asio_wheel::asio_wheel or asio_wheel_boost
+#   ASIO_WHEEL_CONSUMER_CACHE                  -D arguments for the consumer's configure,
+#                                              separated by '|' (where this build found Asio)
 # The work directory is recreated on every run, so nothing stale can make the test pass.
 
 cmake_minimum_required(VERSION 3.21...3.25)
@@ -18,6 +22,20 @@ foreach(_var ASIO_WHEEL_CONSUMER_KIND ASIO_WHEEL_CONSUMER_WORK_DIR ASIO_WHEEL_SO
 endforeach()
 
 set(_kind "${ASIO_WHEEL_CONSUMER_KIND}")
+set(_flavour "${ASIO_WHEEL_CONSUMER_FLAVOUR}")
+if(_flavour STREQUAL "")
+  set(_flavour standalone)
+endif()
+if(_flavour STREQUAL "standalone")
+  set(_targets_file asio_wheelTargets.cmake)
+  set(_pc_name asio_wheel)
+elseif(_flavour STREQUAL "boost")
+  set(_targets_file asio_wheelBoostTargets.cmake)
+  set(_pc_name asio_wheel_boost)
+else()
+  message(FATAL_ERROR "run.cmake: unknown ASIO_WHEEL_CONSUMER_FLAVOUR '${_flavour}'")
+endif()
+string(REPLACE "|" ";" _consumer_cache "${ASIO_WHEEL_CONSUMER_CACHE}")
 set(_work "${ASIO_WHEEL_CONSUMER_WORK_DIR}")
 set(_config "${ASIO_WHEEL_CONSUMER_CONFIG}")
 if(_config STREQUAL "")
@@ -26,7 +44,7 @@ endif()
 
 function(run_step _what)
   string(REPLACE ";" " " _pretty "${ARGN}")
-  message(STATUS "[${_kind}] ${_what}: ${_pretty}")
+  message(STATUS "[${_kind}, ${_flavour}] ${_what}: ${_pretty}")
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE _result TIMEOUT 240)
   if(NOT _result EQUAL 0)
     message(FATAL_ERROR "[${_kind}] ${_what} failed (${_result})")
@@ -45,7 +63,9 @@ set(_configure_args
     "-DCMAKE_EXE_LINKER_FLAGS=${ASIO_WHEEL_CONSUMER_EXE_LINKER_FLAGS}"
     "-DCMAKE_BUILD_TYPE=${_config}"
     # Only what the test provides: not the user package registry, not a system install.
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+    "-DASIO_WHEEL_CONSUMER_FLAVOUR=${_flavour}"
+    ${_consumer_cache})
 if(ASIO_WHEEL_CONSUMER_MAKE_PROGRAM)
   list(APPEND _configure_args "-DCMAKE_MAKE_PROGRAM=${ASIO_WHEEL_CONSUMER_MAKE_PROGRAM}")
 endif()
@@ -61,8 +81,8 @@ if(_kind STREQUAL "find_package")
   # The package must be relocatable: it is installed into a prefix chosen only now.
   foreach(_file include/asio_wheel.hpp share/cmake/asio_wheel/asio_wheelConfig.cmake
                 share/cmake/asio_wheel/asio_wheelConfigVersion.cmake
-                share/cmake/asio_wheel/asio_wheelTargets.cmake share/cmake/asio_wheel/Findasio.cmake
-                share/pkgconfig/asio_wheel.pc)
+                share/cmake/asio_wheel/${_targets_file} share/cmake/asio_wheel/Findasio.cmake
+                share/cmake/asio_wheel/Findboost_asio.cmake share/pkgconfig/${_pc_name}.pc)
     if(NOT EXISTS "${_prefix}/${_file}")
       message(FATAL_ERROR "[${_kind}] not installed: ${_file}")
     endif()
@@ -73,18 +93,21 @@ if(_kind STREQUAL "find_package")
   if(_pkg_config)
     set(ENV{PKG_CONFIG_PATH} "${_prefix}/share/pkgconfig")
     execute_process(
-      COMMAND "${_pkg_config}" --cflags asio_wheel
+      COMMAND "${_pkg_config}" --cflags ${_pc_name}
       OUTPUT_VARIABLE _cflags
       OUTPUT_STRIP_TRAILING_WHITESPACE
       RESULT_VARIABLE _result)
     if(NOT _result EQUAL 0 OR NOT _cflags MATCHES "-I([^ ]+)")
-      message(FATAL_ERROR "[${_kind}] pkg-config --cflags asio_wheel failed: '${_cflags}'")
+      message(FATAL_ERROR "[${_kind}] pkg-config --cflags ${_pc_name} failed: '${_cflags}'")
     endif()
     set(_pc_include "${CMAKE_MATCH_1}")
     if(NOT EXISTS "${_pc_include}/asio_wheel.hpp")
       message(FATAL_ERROR "[${_kind}] pkg-config include dir ${_pc_include} has no asio_wheel.hpp")
     endif()
-    message(STATUS "[${_kind}] pkg-config --cflags asio_wheel: ${_cflags}")
+    if(_flavour STREQUAL "boost" AND NOT _cflags MATCHES "-DASIO_WHEEL_USE_BOOST_ASIO")
+      message(FATAL_ERROR "[${_kind}] ${_pc_name}.pc does not select Boost.Asio: '${_cflags}'")
+    endif()
+    message(STATUS "[${_kind}] pkg-config --cflags ${_pc_name}: ${_cflags}")
   else()
     message(STATUS "[${_kind}] pkg-config not found; .pc file not checked")
   endif()

@@ -15,12 +15,7 @@
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
-#include <asio/associator.hpp>
-#include <asio/async_result.hpp>
-#include <asio/error.hpp>
-#include <asio/execution/context.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/query.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -97,7 +92,7 @@ public:
 
   // Static: after operation_aborted the owner may be gone (a destroyed timer aborts its
   // wait), and on_wait() then only calls the handler.
-  void operator()(const asio::error_code& ec) { Owner::on_wait(std::move(*this), ec); }
+  void operator()(const error_code& ec) { Owner::on_wait(std::move(*this), ec); }
 
   Owner& owner() const noexcept { return *owner_; }
   bool taken() const noexcept { return owner_ == nullptr; }
@@ -141,7 +136,9 @@ public:
   activity_timer& operator=(const activity_timer&) = delete;
 
   /// Get the executor associated with the object.
-  executor_type get_executor() noexcept { return timer_.get_executor(); }
+  detail::get_executor_result_t<executor_type> get_executor() noexcept {
+    return timer_.get_executor();
+  }
 
   /// Marks activity now. O(1): one clock read and one relaxed compare-exchange; no wheel
   /// operation, no lock, no allocation, no handler. Any thread may call it at any time;
@@ -286,8 +283,8 @@ private:
 // allocator and cancellation slot, as for Asio's own binders.
 template <template <typename, typename> class Associator, typename Owner, typename Handler,
           typename DefaultCandidate>
-struct asio::associator<Associator, asio_wheel::detail::rearming_handler<Owner, Handler>,
-                        DefaultCandidate> {
+struct asio_wheel::asio::associator<
+    Associator, asio_wheel::detail::rearming_handler<Owner, Handler>, DefaultCandidate> {
   using type = typename Associator<Handler, DefaultCandidate>::type;
 
   static type get(const asio_wheel::detail::rearming_handler<Owner, Handler>& h,

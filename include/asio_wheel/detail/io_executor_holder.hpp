@@ -9,8 +9,7 @@
 #ifndef ASIO_WHEEL_DETAIL_IO_EXECUTOR_HOLDER_HPP
 #define ASIO_WHEEL_DETAIL_IO_EXECUTOR_HOLDER_HPP
 
-#include <asio/any_io_executor.hpp>
-#include <asio/io_context.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <cstdint>
 #include <typeinfo>
@@ -18,15 +17,29 @@
 
 namespace asio_wheel::detail {
 
+// The plain executor of one io_context as an any_io_executor, kept once per context by its
+// wheel service (wheel_service::own_executor) for all the timers constructed from it: they
+// point to it instead of each holding a copy, and their get_executor() can return a
+// reference to it, as Asio's I/O objects do from 1.26.
+struct shared_context_executor {
+  explicit shared_context_executor(asio::io_context& io)
+      : context(&io), executor(io.get_executor()) {}
+
+  asio::io_context* context;
+  asio::any_io_executor executor;
+};
+
 // A timer's I/O executor. visit() passes the executor in its most specific known type, so
 // that the service can recognise its own context without going through a type-erased
-// executor on every wait.
+// executor on every wait. `Contexts` (the timer's wheel service) provides
+// own_executor(asio::io_context&), the shared_context_executor of its context.
 template <typename Executor>
 class io_executor_holder {
 public:
-  explicit io_executor_holder(const Executor& ex) : executor_(ex) {}
+  template <typename Contexts>
+  io_executor_holder(const Executor& ex, Contexts&) : executor_(ex) {}
 
-  Executor get() const { return executor_; }
+  const Executor& get() const noexcept { return executor_; }
 
   template <typename F>
   decltype(auto) visit(F&& f) const {
@@ -39,13 +52,16 @@ private:
 
 // asio::any_io_executor takes 56 bytes, in every timer of a server that may hold millions.
 // Nearly every timer is constructed from its io_context, whose plain executor is a pointer
-// to that context: it is kept as the pointer alone (8 bytes). Any other executor (a strand,
-// an executor with properties, a thread pool's) is kept as a heap copy, tagged in the same
-// word; that costs one allocation per timer, never one per wait.
+// to that context: it is kept as a pointer to the context's shared_context_executor (8
+// bytes). Any other executor (a strand, an executor with properties, a thread pool's) is
+// kept as a heap copy, tagged in the same word; that costs one allocation per timer, never
+// one per wait.
 template <>
 class io_executor_holder<asio::any_io_executor> {
 public:
-  explicit io_executor_holder(const asio::any_io_executor& ex) : word_(encode(ex)) {}
+  template <typename Contexts>
+  io_executor_holder(const asio::any_io_executor& ex, Contexts& contexts)
+      : word_(encode(ex, contexts)) {}
 
   // Asio's moved-from timers keep their executor, so a move is a copy.
   io_executor_holder(const io_executor_holder& other)
@@ -64,25 +80,27 @@ public:
 
   ~io_executor_holder() { release(); }
 
-  asio::any_io_executor get() const {
+  const asio::any_io_executor& get() const noexcept {
     if (const asio::any_io_executor* ex = heap())
       return *ex;
-    return asio::any_io_executor(context()->get_executor());
+    return shared()->executor;
   }
 
   template <typename F>
   decltype(auto) visit(F&& f) const {
     if (const asio::any_io_executor* ex = heap())
       return std::forward<F>(f)(*ex);
-    return std::forward<F>(f)(context()->get_executor());
+    return std::forward<F>(f)(shared()->context->get_executor());
   }
 
 private:
   static constexpr std::uintptr_t heap_bit = 1;
-  static_assert(alignof(asio::io_context) > heap_bit && alignof(asio::any_io_executor) > heap_bit,
+  static_assert(alignof(shared_context_executor) > heap_bit &&
+                    alignof(asio::any_io_executor) > heap_bit,
                 "the tag bit must be free in both pointers");
 
-  static std::uintptr_t encode(const asio::any_io_executor& ex) {
+  template <typename Contexts>
+  static std::uintptr_t encode(const asio::any_io_executor& ex, Contexts& contexts) {
     using io_executor = asio::io_context::executor_type;
     // Equal to the context's own executor: not only the same type (Asio 1.22's target<T>()
     // does not check it), but also no run-time property bits (blocking.never,
@@ -90,7 +108,7 @@ private:
     if (ex.target_type() == typeid(io_executor)) {
       const io_executor& io = *ex.target<io_executor>();
       if (io == io.context().get_executor())
-        return reinterpret_cast<std::uintptr_t>(&io.context());
+        return reinterpret_cast<std::uintptr_t>(&contexts.own_executor(io.context()));
     }
     return encode_heap(ex);
   }
@@ -105,11 +123,14 @@ private:
                : nullptr;
   }
 
-  asio::io_context* context() const noexcept { return reinterpret_cast<asio::io_context*>(word_); }
+  const shared_context_executor* shared() const noexcept {
+    return reinterpret_cast<const shared_context_executor*>(word_);
+  }
 
   void release() noexcept { delete heap(); }
 
-  // The io_context, or (heap_bit set) a heap-allocated any_io_executor owned by this holder.
+  // The context's shared_context_executor, or (heap_bit set) a heap-allocated
+  // any_io_executor owned by this holder.
   std::uintptr_t word_;
 };
 

@@ -45,9 +45,7 @@
 #include <asio_wheel/detail/node_fifo.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
-#include <asio/error.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/post.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -159,7 +157,7 @@ private:
   struct wake_handler {
     scaled_queue_service* service;
     std::size_t index;
-    void operator()(const asio::error_code& ec) const {
+    void operator()(const error_code& ec) const {
       if (!ec)
         service->on_wake(index);
     }

@@ -11,13 +11,7 @@
 
 #include <asio_wheel/detail/block_cache.hpp>
 
-#include <asio/associated_allocator.hpp>
-#include <asio/dispatch.hpp>
-#include <asio/error.hpp>
-#include <asio/execution.hpp>
-#include <asio/executor_work_guard.hpp>
-#include <asio/is_executor.hpp>
-#include <asio/prefer.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -66,8 +60,9 @@ public:
   // Links in the owning timer's FIFO of pending waits; the ready queue reuses next_ once
   // the wait has left its timer.
   wait_op* next_ = nullptr;
-  // prev_ while the wait is pending; aborted_, its result, once it is ready to complete.
-  // Sharing the word keeps the operation of a small handler within a 56-byte block.
+  // prev_ while the wait is pending; aborted_, its result, once it is ready to complete (or
+  // to be destroyed: complete() reads it either way). Sharing the word keeps the operation
+  // of a small handler within a 56-byte block.
   union {
     wait_op* prev_ = nullptr;
     bool aborted_;
@@ -103,7 +98,7 @@ class bound_completion {
 public:
   using allocator_type = asio::associated_allocator_t<Handler>;
 
-  bound_completion(Handler&& handler, const asio::error_code& ec)
+  bound_completion(Handler&& handler, const error_code& ec)
       : handler_(std::move(handler)), ec_(ec) {}
 
   allocator_type get_allocator() const noexcept { return asio::get_associated_allocator(handler_); }
@@ -112,7 +107,7 @@ public:
 
 private:
   Handler handler_;
-  asio::error_code ec_;
+  error_code ec_;
 };
 
 // The executor a handler must complete on, kept with outstanding work when it is not the
@@ -125,7 +120,7 @@ public:
       : executor_(asio::prefer(ex, asio::execution::outstanding_work.tracked)) {}
 
   template <typename Handler>
-  void complete(Handler&& handler, const asio::error_code& ec) {
+  void complete(Handler&& handler, const error_code& ec) {
     asio::dispatch(executor_, bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
   }
 
@@ -143,7 +138,7 @@ public:
   explicit tracked_executor(const Executor& ex) : guard_(ex) {}
 
   template <typename Handler>
-  void complete(Handler&& handler, const asio::error_code& ec) {
+  void complete(Handler&& handler, const error_code& ec) {
     asio::dispatch(guard_.get_executor(),
                    bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
   }
@@ -157,7 +152,7 @@ private:
 class direct_completion {
 public:
   template <typename Handler>
-  void complete(Handler&& handler, const asio::error_code& ec) {
+  void complete(Handler&& handler, const error_code& ec) {
     std::move(handler)(ec);
   }
 };
@@ -232,8 +227,7 @@ private:
         allocator_type alloc(self->allocator_);
         Completion completion(std::move(self->completion_));
         Handler handler(std::move(self->handler_));
-        // Only a wait queued to complete has its result set (it shares prev_'s word).
-        const asio::error_code ec = what == action::invoke ? self->result() : asio::error_code();
+        const error_code ec = self->result();
         self->~wait_handler_op();
         std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
         if (what == action::invoke)
@@ -251,7 +245,7 @@ private:
         }
         Completion completion(std::move(self->completion_));
         Handler handler(std::move(self->handler_));
-        const asio::error_code ec = self->result();
+        const error_code ec = self->result();
         p.reset();
         completion.complete(std::move(handler), ec);
       }
@@ -273,8 +267,8 @@ private:
     }
   }
 
-  asio::error_code result() const noexcept {
-    return aborted_ ? asio::error_code(asio::error::operation_aborted) : asio::error_code();
+  error_code result() const noexcept {
+    return aborted_ ? error_code(asio::error::operation_aborted) : error_code();
   }
 
   [[no_unique_address]] allocator_type allocator_;

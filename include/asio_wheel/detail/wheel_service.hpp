@@ -59,24 +59,14 @@
 // that cannot throw, a reserve of blocks stands in (reserve_).
 
 #include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/io_executor_holder.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/virtual_clock.hpp>
 #include <asio_wheel/wheel_statistics.hpp>
 
-#include <asio/any_io_executor.hpp>
-#include <asio/associated_cancellation_slot.hpp>
-#include <asio/associated_executor.hpp>
-#include <asio/basic_waitable_timer.hpp>
-#include <asio/cancellation_type.hpp>
-#include <asio/execution_context.hpp>
-#include <asio/io_context.hpp>
-#include <asio/post.hpp>
-#include <asio/query.hpp>
-#include <asio/strand.hpp>
-#include <asio/system_context.hpp>
-#include <asio/thread_pool.hpp>
+#include <asio_wheel/detail/asio_forward.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -209,6 +199,14 @@ public:
     reset_time(tick);
   }
 
+  // The any_io_executor of this service's own io_context `io`, shared by the timers
+  // constructed from its plain executor (see io_executor_holder). Made by the first of them.
+  const shared_context_executor& own_executor(asio::io_context& io) {
+    std::call_once(own_executor_once_, [&] { own_executor_.emplace(io); });
+    assert(own_executor_->context == &io);
+    return *own_executor_;
+  }
+
   // Starts a wait on `entry` for `expiry`. Strong guarantee: if it throws, nothing changed.
   template <typename Handler, typename IoExecutor>
   void async_wait(timer_entry& entry, const time_point& expiry, Handler&& handler,
@@ -249,21 +247,24 @@ public:
     }
     ++counters_.started;
     // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
-    // expiry that has passed completes without the wheel or the driver.
+    // expiry that has passed is filed at the wheel's current tick, due, and an expiry turn is
+    // queued for it instead of the driver: like Asio's timer queue, which keeps such a wait
+    // until the reactor's next pass, the wait stays on its timer until that turn, so a
+    // cancel() or expires_*() before it still aborts it. Filed at the wheel's time, not its
+    // own deadline, so that the lateness statistics count only the wheel's delay.
     const bool joins = entry.head_ != nullptr;
-    const tick_type deadline = scale_.ceil(expiry);
+    tick_type deadline = scale_.ceil(expiry);
     bool past = false;
     // Whatever may throw comes before any change, so that then the wait is only destroyed.
     // Arming does not throw (on an io_context or a thread pool): if Asio's timer queue
     // cannot take the driver's wait, a continuation arms it (see arm_if_earlier).
-    std::optional<spare_block> spare;
     try {
       past = !joins && due(deadline);
       if (!driver_)
         start(io_ex, ex);
       if (past) {
-        spare.emplace(entry.holds(op));
-        post_drain();
+        post_continuation();
+        deadline = std::max(deadline, wheel_->now());
       } else if (!joins) {
         arm_if_earlier(deadline);
       }
@@ -275,11 +276,7 @@ public:
     op->cancellation_ = cancellation;
     if (cancellation != nullptr)
       cancellation->op_.store(op, std::memory_order_relaxed);
-    if (past) {
-      ++counters_.expired_at_start;
-      make_ready(evict(entry, op, *spare), false);
-      return;
-    }
+    counters_.expired_at_start += past;
     append(entry, op);
     if (!joins) {
       ++live_;
@@ -588,7 +585,7 @@ private:
   template <std::uintptr_t Bits>
   bool is_home_any(const asio::any_io_executor& ex) {
     using target = asio::io_context::basic_executor_type<std::allocator<void>, Bits>;
-    const target* io = target_if<target>(ex);
+    const target* io = detail::target_if<target>(ex);
     return io != nullptr && is_home_io(*io);
   }
 
@@ -723,7 +720,7 @@ private:
     wheel_service* self;
     using allocator_type = own_allocator<void>;
     allocator_type get_allocator() const noexcept { return allocator_type(self->driver_memory_); }
-    void operator()(const asio::error_code&) const { self->on_driver(); }
+    void operator()(const error_code&) const { self->on_driver(); }
   };
 
   // A handler the service posts to its home executor: calls `Fn`.
@@ -833,10 +830,12 @@ private:
   // Destroys a wait that never started, without calling its handler. Without the lock: the
   // handler's destructor may call back into the service.
   static void discard(timer_entry& entry, wait_op* op) noexcept {
-    if (entry.holds(op))
+    if (entry.holds(op)) {
       op->destroy_inline(entry.inline_busy_);
-    else
+    } else {
+      op->aborted_ = false; // over prev_: complete() reads it
       op->complete(false);
+    }
   }
 
   // The waits of a timer, taken to be destroyed after shutdown: the one in its storage stays
@@ -855,6 +854,7 @@ private:
       wait_op* const next = op->next_;
       unlink_cancellation(op);
       op->owner_ = nullptr;
+      op->aborted_ = false; // over prev_: complete() reads it
       if (entry.holds(op)) {
         waits.in_timer = op;
       } else {
@@ -1007,9 +1007,12 @@ private:
 
   // Asio reports no error from cancelling a timer; one that did would leave the wait to
   // complete at its time, which on_driver() handles as well. Out of line: rarely needed.
+  // (The error_code overload is deprecated, and gone with ASIO_NO_DEPRECATED.)
   [[gnu::noinline]] void cancel_driver() noexcept {
-    asio::error_code ignored;
-    driver_->cancel(ignored);
+    try {
+      driver_->cancel();
+    } catch (...) {
+    }
   }
 
   // Queues `op`, which has left its timer, for the drain that the caller has posted (or
@@ -1335,6 +1338,9 @@ private:
   own_memory continuation_memory_;
   // The one Asio timer of this wheel; exists from the first wait until shutdown().
   std::optional<asio::basic_waitable_timer<Clock, WaitTraits, asio::any_io_executor>> driver_;
+  // See own_executor(); not guarded by mutex_.
+  std::once_flag own_executor_once_;
+  std::optional<shared_context_executor> own_executor_;
 };
 
 } // namespace asio_wheel::detail

@@ -1,0 +1,105 @@
+//
+// detail/asio_forward.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_ASIO_FORWARD_HPP
+#define ASIO_WHEEL_DETAIL_ASIO_FORWARD_HPP
+
+// The Asio headers the library uses, from the flavour chosen in detail/config.hpp, and the
+// names that let one source serve both flavours: inside namespace asio_wheel, `asio` is
+// the chosen Asio's namespace, and error_code / system_error are its error types (Boost.Asio
+// has no boost::asio::error_code: it uses boost::system's). Library code therefore writes
+// asio::... for Asio's names and error_code for the error type, and never includes an Asio
+// header itself.
+
+#include <asio_wheel/detail/config.hpp>
+
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/is_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/system_context.hpp>
+#include <boost/asio/system_executor.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/wait_traits.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+#else
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_allocator.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/associator.hpp>
+#include <asio/async_result.hpp>
+#include <asio/basic_waitable_timer.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/error.hpp>
+#include <asio/error_code.hpp>
+#include <asio/execution.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/is_executor.hpp>
+#include <asio/post.hpp>
+#include <asio/prefer.hpp>
+#include <asio/query.hpp>
+#include <asio/strand.hpp>
+#include <asio/system_context.hpp>
+#include <asio/system_error.hpp>
+#include <asio/system_executor.hpp>
+#include <asio/thread_pool.hpp>
+#include <asio/wait_traits.hpp>
+#endif
+
+#include <type_traits>
+
+namespace asio_wheel {
+
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+namespace asio = ::boost::asio;
+/// The error code type of the Asio in use: boost::system::error_code with Boost.Asio.
+using error_code = ::boost::system::error_code;
+/// The exception type of the Asio in use: boost::system::system_error with Boost.Asio.
+using system_error = ::boost::system::system_error;
+#else
+namespace asio = ::asio;
+/// The error code type of the Asio in use: asio::error_code (std::error_code).
+using error_code = ::asio::error_code;
+/// The exception type of the Asio in use: asio::system_error (std::system_error).
+using system_error = ::asio::system_error;
+#endif
+
+namespace detail {
+
+// What an I/O object's get_executor() returns with this Asio (see config.hpp).
+template <typename Executor>
+using get_executor_result_t =
+    std::conditional_t<ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF, const Executor&, Executor>;
+
+} // namespace detail
+} // namespace asio_wheel
+
+#endif // ASIO_WHEEL_DETAIL_ASIO_FORWARD_HPP

@@ -1,0 +1,61 @@
+//
+// detail/config.hpp
+// ~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_CONFIG_HPP
+#define ASIO_WHEEL_DETAIL_CONFIG_HPP
+
+// Which Asio the library is compiled with, and where that Asio differs from the others it
+// supports. The only place that reads ASIO_VERSION or BOOST_ASIO_VERSION: the rest of the
+// library (and its tests) test the ASIO_WHEEL_ASIO_* macros below, so a difference between
+// Asio releases is decided once, here, with the release that made it.
+//
+// Flavour: standalone Asio (<asio/...>, namespace asio) unless ASIO_WHEEL_USE_BOOST_ASIO is
+// defined, then Boost.Asio (<boost/asio/...>, namespace boost::asio, boost::system's
+// error_code). The CMake target asio_wheel::asio_wheel_boost defines it. The library's own
+// namespace is asio_wheel in both; detail/asio_forward.hpp makes asio_wheel::asio name the
+// chosen Asio, so the library's code reads the same for both.
+//
+// One flavour per program: the library's entities have the same names in both, so every
+// translation unit of a program must agree on ASIO_WHEEL_USE_BOOST_ASIO.
+
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#include <boost/asio/version.hpp>
+#define ASIO_WHEEL_ASIO_VERSION BOOST_ASIO_VERSION
+#else
+#include <asio/version.hpp>
+#define ASIO_WHEEL_ASIO_VERSION ASIO_VERSION
+#endif
+
+// 1.22 is the first Asio with the associator and cancellation slot machinery the library
+// builds on (Boost 1.79 for Boost.Asio).
+#if ASIO_WHEEL_ASIO_VERSION < 102200
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#error "asio_wheel needs Boost.Asio 1.22 or later (Boost 1.79 or later)"
+#else
+#error "asio_wheel needs standalone Asio 1.22 or later"
+#endif
+#endif
+
+// Asio 1.24: deferred and as_tuple are asio::deferred and asio::as_tuple. Before, they exist
+// only as asio::experimental::deferred / as_tuple, which 1.30 deprecates and 1.33 removes.
+// The library does not use them; its tests and examples pick the name from this.
+#define ASIO_WHEEL_ASIO_HAS_DEFERRED (ASIO_WHEEL_ASIO_VERSION >= 102400)
+
+// Asio 1.26: an I/O object's get_executor() returns a const reference (by value before).
+// The library's I/O objects return what asio::steady_timer returns.
+#define ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF (ASIO_WHEEL_ASIO_VERSION >= 102600)
+
+// Asio 1.31: asio::cancel_after and asio::cancel_at of its own, with the same signatures as
+// asio_wheel's. Both stay usable: the library never calls either unqualified.
+#define ASIO_WHEEL_ASIO_HAS_CANCEL_AFTER (ASIO_WHEEL_ASIO_VERSION >= 103100)
+
+// Asio 1.38: the default candidate of associated_executor is inline_executor, which has no
+// execution context; before it was system_executor. See cancel_after's initiation.
+#define ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE (ASIO_WHEEL_ASIO_VERSION >= 103800)
+
+#endif // ASIO_WHEEL_DETAIL_CONFIG_HPP
