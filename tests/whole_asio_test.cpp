@@ -346,8 +346,11 @@ TEST_CASE("whole Asio: heartbeat_group reports a ping and a drop for a watched m
   group.watch(conn);
   CHECK(group.get_executor() == any_io_executor(ctx.get_executor()));
   CHECK(run_all(ctx) < kPrompt);
-  CHECK(conn.events ==
-        std::vector<asio_wheel::heartbeat_group::event>{asio_wheel::heartbeat_group::event::ping,
-                                                        asio_wheel::heartbeat_group::event::drop});
+  // "At most one ping per quiet spell, then one drop": a turn that comes after drop_after
+  // (a loaded machine) judges the member by its drop alone, so the ping may be absent; the
+  // ping itself is checked with thresholds 110 ms apart in heartbeat_group_test.
+  using hb_event = asio_wheel::heartbeat_group::event;
+  CHECK((conn.events == std::vector<hb_event>{hb_event::ping, hb_event::drop} ||
+         conn.events == std::vector<hb_event>{hb_event::drop}));
   CHECK(!conn.is_watched());
 }
