@@ -124,6 +124,25 @@ public:
   /// The thresholds.
   const options& get_options() const noexcept { return options_; }
 
+  /// Cancels the pending async_next().
+  /**
+   * A wait still waiting completes with asio::error::operation_aborted. One whose
+   * completion is already queued (a threshold was found reached, and its handler has not
+   * run yet) is judged at this call, and its outcome is then fixed, whatever touch() or
+   * timeout_scale::set() comes before it runs: if a threshold in force has been reached, it
+   * completes with that event and is not counted, as asio::steady_timer's wait does when
+   * cancel() comes after its expiry; otherwise it completes with operation_aborted. A
+   * cancellation of a pending async_next() is never lost.
+   *
+   * @return The number of waits that will complete with operation_aborted (0 or 1).
+   *
+   * @throws std::bad_alloc if the wait, living in the timer, cannot get the block it moves
+   * to; nothing changed then.
+   */
+  std::size_t cancel() {
+    return this->cancel_op([this] { return due_now(); });
+  }
+
   /// Waits for the next ping or drop.
   /**
    * @par Completion Signature
@@ -134,7 +153,10 @@ public:
    * needs any).
    *
    * @par Per-Operation Cancellation
-   * terminal, partial and total cancellation abort the wait.
+   * terminal, partial and total cancellation abort the wait, with the rule of cancel(): an
+   * emit that comes after the wait's completion was queued is judged when it is emitted
+   * (the event if a threshold in force has been reached then, else operation_aborted),
+   * never lost.
    */
   template <typename Token = asio::default_completion_token_t<executor_type>>
   auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
@@ -143,6 +165,7 @@ public:
   }
 
 private:
+  friend base;
   friend typename base::template initiation<basic_heartbeat>;
   template <typename, typename>
   friend class detail::rearming_handler;
@@ -170,6 +193,18 @@ private:
 
   thresholds at(double f) const noexcept {
     return {options_.ping_after.at(f), options_.drop_after.at(f)};
+  }
+
+  // For a cancellation that comes after the completion was queued: whether an event is due
+  // now, which is then fixed (decided_) for that completion to report.
+  bool due_now() {
+    const time_point last = this->activity_.last();
+    const auto step = rule::due(at(this->factor()), last, pinged_for_, clock_type::now());
+    if (step == rule::step::wait)
+      return false;
+    decided_ = step == rule::step::ping ? event::ping : event::drop;
+    decided_for_ = last;
+    return true;
   }
 
   // The first round always goes through the timer, so the handler is never called from
@@ -203,22 +238,41 @@ private:
       std::move(h.handler())(ec, event::drop);
       return;
     }
+    // Past the error: the object is alive (a destroyed one aborts its wait).
     basic_heartbeat& self = h.owner();
     self.leave_queue();
+    using state = typename base::op_state;
+    if (self.state() == state::abort) {
+      self.end_op();
+      std::move(h.handler())(error_code(asio::error::operation_aborted), event::drop);
+      return;
+    }
+    if (self.state() == state::complete) {
+      // Cancelled after this completion was queued, with an event due then (see cancel()).
+      if (self.decided_ == event::ping)
+        self.pinged_for_ = self.decided_for_;
+      self.end_op();
+      std::move(h.handler())(error_code(), self.decided_);
+      return;
+    }
     const time_point now = clock_type::now();
     const time_point last = self.activity_.last();
     switch (rule::due(self.at(self.factor()), last, self.pinged_for_, now)) {
     case rule::step::drop:
+      self.end_op();
       std::move(h.handler())(error_code(), event::drop);
       return;
     case rule::step::ping:
       self.pinged_for_ = last;
+      self.end_op();
       std::move(h.handler())(error_code(), event::ping);
       return;
     case rule::step::wait:
       // Touched since (the thresholds moved), past a range's minimum, or the factor rose.
-      if (!self.arm(h, last, now))
+      if (!self.arm(h, last, now)) {
+        self.end_op();
         std::move(h.handler())(error_code(asio::error::no_memory), event::drop);
+      }
       return;
     }
   }
@@ -226,6 +280,10 @@ private:
   options options_;
   // The activity mark the last ping was reported for: one ping per quiet spell.
   time_point pinged_for_{time_point::min()};
+  // The event a cancellation found due after the completion was queued (state complete),
+  // and the activity mark it was judged at.
+  event decided_ = event::drop;
+  time_point decided_for_{};
 };
 
 /// A heartbeat on std::chrono::steady_clock.
