@@ -62,13 +62,16 @@ namespace asio_wheel {
  * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
  *
  * @par Lifetime
- * As with Asio's composed operations, the object must outlive an async_next() that has
- * not been cancelled: when a threshold's deadline passes, the completion reads the activity
- * mark before calling the handler. Destroying the object aborts a wait still pending, which
- * is then safe; but a wait whose deadline has passed may have its completion queued already
- * (it cannot be aborted any more), and that completion reads the object. Keep the object
- * alive from the handler (as a connection's shared_ptr does), or destroy it from there.
- * heartbeat_group has no such rule.
+ * As with Asio's composed operations, the object must outlive its async_next(): destroy it
+ * from the handler or once that has run (keep it alive from the handler, as a connection's
+ * shared_ptr does). The completion reads the object before it calls the handler (the
+ * activity mark, or the outcome a cancel() fixed). Destroying the object aborts a wait that
+ * is still in the wheel, whose completion does not read it; but once a threshold is due the
+ * completion is queued, and the caller cannot tell when that happens: the wheel's deadline,
+ * and for a range any timeout_scale::set() from any thread (the context's queue then wakes
+ * the wait, on whichever thread runs the context), make it due. cancel() does not lift the
+ * rule: the completion still runs, promptly, and reads the object; destroy it in that
+ * handler. heartbeat_group has no such rule.
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
@@ -202,8 +205,9 @@ private:
     const auto step = rule::due(at(this->factor()), last, pinged_for_, clock_type::now());
     if (step == rule::step::wait)
       return false;
-    decided_ = step == rule::step::ping ? event::ping : event::drop;
-    decided_for_ = last;
+    this->decided_ping_ = step == rule::step::ping;
+    if (this->decided_ping_)
+      pinged_for_ = last; // reported by that completion, whatever comes before it
     return true;
   }
 
@@ -249,10 +253,9 @@ private:
     }
     if (self.state() == state::complete) {
       // Cancelled after this completion was queued, with an event due then (see cancel()).
-      if (self.decided_ == event::ping)
-        self.pinged_for_ = self.decided_for_;
+      const event ev = self.decided_ping_ ? event::ping : event::drop;
       self.end_op();
-      std::move(h.handler())(error_code(), self.decided_);
+      std::move(h.handler())(error_code(), ev);
       return;
     }
     const time_point now = clock_type::now();
@@ -280,10 +283,6 @@ private:
   options options_;
   // The activity mark the last ping was reported for: one ping per quiet spell.
   time_point pinged_for_{time_point::min()};
-  // The event a cancellation found due after the completion was queued (state complete),
-  // and the activity mark it was judged at.
-  event decided_ = event::drop;
-  time_point decided_for_{};
 };
 
 /// A heartbeat on std::chrono::steady_clock.

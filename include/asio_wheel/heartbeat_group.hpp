@@ -85,7 +85,7 @@ struct heartbeat_group_statistics {
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
 /**
  * basic_heartbeat gives each connection its own asynchronous operation, and so its own
- * pending wait (216 bytes per connection). A heartbeat group keeps the connections in a
+ * pending wait (224 bytes per connection). A heartbeat group keeps the connections in a
  * timing wheel of its own instead, with a #member hook embedded in each connection
  * (56 bytes, no allocation), and one wheel timer wait for the group. When a connection has
  * been quiet for @c ping_after, or silent for @c drop_after, the group calls its event

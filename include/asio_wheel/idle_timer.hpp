@@ -54,15 +54,19 @@ namespace asio_wheel {
  * timeout_scale::set()).
  *
  * @par Lifetime
- * As with Asio's composed operations, the object must outlive a wait that has not been
- * cancelled: when the wheel's deadline passes, the completion reads the activity mark
- * before calling the handler (keep the object alive from the handler, as a connection's
- * shared_ptr does). Destroying it aborts a wait still pending, which is then safe; a wait
- * whose deadline has passed may have its completion queued already, and that one still
- * reads the object.
+ * As with Asio's composed operations, the object must outlive its async_wait(): destroy it
+ * from the wait's handler or once that has run (keep it alive from the handler, as a
+ * connection's shared_ptr does). The completion reads the object before it calls the
+ * handler (the activity mark, or the outcome a cancel() fixed). Destroying the object
+ * aborts a wait that is still in the wheel, whose completion does not read it; but once
+ * the wait is due its completion is queued, and the caller cannot tell when that happens:
+ * the wheel's deadline, and for a range any timeout_scale::set() from any thread (the
+ * context's queue then wakes the wait, on whichever thread runs the context), make it due.
+ * cancel() does not lift the rule: the completion still runs, promptly, and reads the
+ * object; destroy it in that handler.
  *
  * @par Memory
- * 192 bytes with std::chrono::steady_clock (a timer with a small handler allocates nothing
+ * 200 bytes with std::chrono::steady_clock (a timer with a small handler allocates nothing
  * per wait, range or not); the first range in a context creates its queue service.
  *
  * @par Example

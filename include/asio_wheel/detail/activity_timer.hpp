@@ -125,6 +125,24 @@ class activity_timer : private wheel_node {
   using queue_service = scaled_queue_service<activity_timer, Clock, WaitTraits, Executor>;
   friend queue_service;
 
+protected:
+  // Where the operation of the owner stands. Only the owner's thread (or strand) changes it,
+  // as it does every member of the owner but the activity mark.
+  enum class op_state : unsigned char {
+    none,     // no operation, or its completion runs without reading this
+    pending,  // an operation waits (in the wheel, parked, or its success completion queued)
+    complete, // cancelled once its completion was queued, and found due then: completes so
+    abort     // cancelled once its completion was queued, and not due then: aborts
+  };
+
+  // For the owner: what a `complete` decision found due (basic_heartbeat: a ping, else a
+  // drop). Set with state_ by the owner's judgement.
+  bool decided_ping_ = false;
+
+private:
+  // First, with decided_ping_: they fit in wheel_node's tail padding.
+  op_state state_ = op_state::none;
+
 public:
   /// The type of the executor associated with the object.
   using executor_type = Executor;
@@ -154,15 +172,6 @@ public:
   time_point last_activity() const noexcept { return activity_.last(); }
 
 protected:
-  // Where the operation of the owner stands. Only the owner's thread (or strand) changes it,
-  // as it does every member of the owner but the activity mark.
-  enum class op_state : unsigned char {
-    none,     // no operation, or its completion runs without reading this
-    pending,  // an operation waits (in the wheel, parked, or its success completion queued)
-    complete, // cancelled once its completion was queued, and found due then: completes so
-    abort     // cancelled once its completion was queued, and not due then: aborts
-  };
-
   // The cancellation of the owner's operation, by cancel() or by its slot. A wait pending in
   // the wheel (or parked) is aborted there. One whose success completion is already queued
   // cannot be: that completion would find activity since (or, for a range, a higher factor)
@@ -384,7 +393,6 @@ private:
   // The handler in the cancellation slot of the pending operation, linked to this timer
   // (see slot_canceller); null when there is none, or its link was cut.
   slot_link* slot_ = nullptr;
-  op_state state_ = op_state::none;
 };
 
 } // namespace asio_wheel::detail
