@@ -62,13 +62,16 @@ namespace asio_wheel {
  * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
  *
  * @par Lifetime
- * As with Asio's composed operations, the object must outlive an async_next() that has
- * not been cancelled: when a threshold's deadline passes, the completion reads the activity
- * mark before calling the handler. Destroying the object aborts a wait still pending, which
- * is then safe; but a wait whose deadline has passed may have its completion queued already
- * (it cannot be aborted any more), and that completion reads the object. Keep the object
- * alive from the handler (as a connection's shared_ptr does), or destroy it from there.
- * heartbeat_group has no such rule.
+ * As with Asio's composed operations, the object must outlive its async_next(): destroy it
+ * from the handler or once that has run (keep it alive from the handler, as a connection's
+ * shared_ptr does). The completion reads the object before it calls the handler (the
+ * activity mark, or the outcome a cancel() fixed). Destroying the object aborts a wait that
+ * is still in the wheel, whose completion does not read it; but once a threshold is due the
+ * completion is queued, and the caller cannot tell when that happens: the wheel's deadline,
+ * and for a range any timeout_scale::set() from any thread (the context's queue then wakes
+ * the wait, on whichever thread runs the context), make it due. cancel() does not lift the
+ * rule: the completion still runs, promptly, and reads the object; destroy it in that
+ * handler. heartbeat_group has no such rule.
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
@@ -124,6 +127,25 @@ public:
   /// The thresholds.
   const options& get_options() const noexcept { return options_; }
 
+  /// Cancels the pending async_next().
+  /**
+   * A wait still waiting completes with asio::error::operation_aborted. One whose
+   * completion is already queued (a threshold was found reached, and its handler has not
+   * run yet) is judged at this call, and its outcome is then fixed, whatever touch() or
+   * timeout_scale::set() comes before it runs: if a threshold in force has been reached, it
+   * completes with that event and is not counted, as asio::steady_timer's wait does when
+   * cancel() comes after its expiry; otherwise it completes with operation_aborted. A
+   * cancellation of a pending async_next() is never lost.
+   *
+   * @return The number of waits that will complete with operation_aborted (0 or 1).
+   *
+   * @throws std::bad_alloc if the wait, living in the timer, cannot get the block it moves
+   * to; nothing changed then.
+   */
+  std::size_t cancel() {
+    return this->cancel_op([this] { return due_now(); });
+  }
+
   /// Waits for the next ping or drop.
   /**
    * @par Completion Signature
@@ -134,7 +156,10 @@ public:
    * needs any).
    *
    * @par Per-Operation Cancellation
-   * terminal, partial and total cancellation abort the wait.
+   * terminal, partial and total cancellation abort the wait, with the rule of cancel(): an
+   * emit that comes after the wait's completion was queued is judged when it is emitted
+   * (the event if a threshold in force has been reached then, else operation_aborted),
+   * never lost.
    */
   template <typename Token = asio::default_completion_token_t<executor_type>>
   auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
@@ -143,6 +168,7 @@ public:
   }
 
 private:
+  friend base;
   friend typename base::template initiation<basic_heartbeat>;
   template <typename, typename>
   friend class detail::rearming_handler;
@@ -170,6 +196,19 @@ private:
 
   thresholds at(double f) const noexcept {
     return {options_.ping_after.at(f), options_.drop_after.at(f)};
+  }
+
+  // For a cancellation that comes after the completion was queued: whether an event is due
+  // now, which is then fixed (decided_) for that completion to report.
+  bool due_now() {
+    const time_point last = this->activity_.last();
+    const auto step = rule::due(at(this->factor()), last, pinged_for_, clock_type::now());
+    if (step == rule::step::wait)
+      return false;
+    this->decided_ping_ = step == rule::step::ping;
+    if (this->decided_ping_)
+      pinged_for_ = last; // reported by that completion, whatever comes before it
+    return true;
   }
 
   // The first round always goes through the timer, so the handler is never called from
@@ -203,22 +242,40 @@ private:
       std::move(h.handler())(ec, event::drop);
       return;
     }
+    // Past the error: the object is alive (a destroyed one aborts its wait).
     basic_heartbeat& self = h.owner();
     self.leave_queue();
+    using state = typename base::op_state;
+    if (self.state() == state::abort) {
+      self.end_op();
+      std::move(h.handler())(error_code(asio::error::operation_aborted), event::drop);
+      return;
+    }
+    if (self.state() == state::complete) {
+      // Cancelled after this completion was queued, with an event due then (see cancel()).
+      const event ev = self.decided_ping_ ? event::ping : event::drop;
+      self.end_op();
+      std::move(h.handler())(error_code(), ev);
+      return;
+    }
     const time_point now = clock_type::now();
     const time_point last = self.activity_.last();
     switch (rule::due(self.at(self.factor()), last, self.pinged_for_, now)) {
     case rule::step::drop:
+      self.end_op();
       std::move(h.handler())(error_code(), event::drop);
       return;
     case rule::step::ping:
       self.pinged_for_ = last;
+      self.end_op();
       std::move(h.handler())(error_code(), event::ping);
       return;
     case rule::step::wait:
       // Touched since (the thresholds moved), past a range's minimum, or the factor rose.
-      if (!self.arm(h, last, now))
+      if (!self.arm(h, last, now)) {
+        self.end_op();
         std::move(h.handler())(error_code(asio::error::no_memory), event::drop);
+      }
       return;
     }
   }

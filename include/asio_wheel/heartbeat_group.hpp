@@ -85,7 +85,7 @@ struct heartbeat_group_statistics {
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
 /**
  * basic_heartbeat gives each connection its own asynchronous operation, and so its own
- * pending wait (216 bytes per connection). A heartbeat group keeps the connections in a
+ * pending wait (224 bytes per connection). A heartbeat group keeps the connections in a
  * timing wheel of its own instead, with a #member hook embedded in each connection
  * (56 bytes, no allocation), and one wheel timer wait for the group. When a connection has
  * been quiet for @c ping_after, or silent for @c drop_after, the group calls its event
@@ -348,15 +348,8 @@ public:
       return false;
     take_out(m);
     m.group_ = nullptr;
-    if (size() == 0 && armed_for_) {
-      // Nothing left to watch: let the context's run() return, as after a timer's cancel().
-      try {
-        timer_.cancel();
-        armed_for_.reset();
-      } catch (...) {
-        // No memory for the aborted wait: it stays armed and wakes to find nothing due.
-      }
-    }
+    if (size() == 0)
+      disarm();
     return true;
   }
 
@@ -503,8 +496,21 @@ private:
       arm();
   }
 
+  // Nothing left to watch: lets the context's run() return, as after a timer's cancel().
+  void disarm() noexcept {
+    if (!armed_for_)
+      return;
+    try {
+      timer_.cancel();
+      armed_for_.reset();
+    } catch (...) {
+      // No memory for the aborted wait: it stays armed and wakes to find nothing due.
+    }
+  }
+
   // Arms the wait for the earliest of the wheel's next expiry and the queues' heads, unless
-  // it is armed for that or earlier (an early wake finds nothing due and arms again).
+  // it is armed for that or earlier (an early wake finds nothing due and arms again); with
+  // nothing to wait for (a run that dropped the last member, on a rescale), disarms it.
   void arm() {
     std::optional<tick_type> next = wheel_.next_expiry();
     if (scale_source_ != nullptr) {
@@ -517,7 +523,11 @@ private:
           next = t;
       }
     }
-    if (!next || (armed_for_ && *armed_for_ <= *next))
+    if (!next) {
+      disarm();
+      return;
+    }
+    if (armed_for_ && *armed_for_ <= *next)
       return;
     // Reset first: if arming throws, no wait is known to be armed, and the next arm() tries.
     armed_for_.reset();

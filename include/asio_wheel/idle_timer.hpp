@@ -54,15 +54,19 @@ namespace asio_wheel {
  * timeout_scale::set()).
  *
  * @par Lifetime
- * As with Asio's composed operations, the object must outlive a wait that has not been
- * cancelled: when the wheel's deadline passes, the completion reads the activity mark
- * before calling the handler (keep the object alive from the handler, as a connection's
- * shared_ptr does). Destroying it aborts a wait still pending, which is then safe; a wait
- * whose deadline has passed may have its completion queued already, and that one still
- * reads the object.
+ * As with Asio's composed operations, the object must outlive its async_wait(): destroy it
+ * from the wait's handler or once that has run (keep it alive from the handler, as a
+ * connection's shared_ptr does). The completion reads the object before it calls the
+ * handler (the activity mark, or the outcome a cancel() fixed). Destroying the object
+ * aborts a wait that is still in the wheel, whose completion does not read it; but once
+ * the wait is due its completion is queued, and the caller cannot tell when that happens:
+ * the wheel's deadline, and for a range any timeout_scale::set() from any thread (the
+ * context's queue then wakes the wait, on whichever thread runs the context), make it due.
+ * cancel() does not lift the rule: the completion still runs, promptly, and reads the
+ * object; destroy it in that handler.
  *
  * @par Memory
- * 192 bytes with std::chrono::steady_clock (a timer with a small handler allocates nothing
+ * 200 bytes with std::chrono::steady_clock (a timer with a small handler allocates nothing
  * per wait, range or not); the first range in a context creates its queue service.
  *
  * @par Example
@@ -136,6 +140,25 @@ public:
     timeout_ = checked_timeout;
   }
 
+  /// Cancels the pending async_wait().
+  /**
+   * A wait still waiting completes with asio::error::operation_aborted. One whose
+   * completion is already queued (the wheel found it due, or a queue woke it, and its handler
+   * has not run yet) is judged at this call, and its outcome is then fixed, whatever touch()
+   * or timeout_scale::set() comes before it runs: if the timer has been idle for its timeout
+   * in force, it completes with success and is not counted, as asio::steady_timer's wait
+   * does when cancel() comes after its expiry; otherwise it completes with
+   * operation_aborted. A cancellation of a pending wait is never lost.
+   *
+   * @return The number of waits that will complete with operation_aborted (0 or 1).
+   *
+   * @throws std::bad_alloc if the wait, living in the timer, cannot get the block it moves
+   * to; nothing changed then.
+   */
+  std::size_t cancel() {
+    return this->cancel_op([this] { return due_now(); });
+  }
+
   /// Waits until the connection has been idle for the timeout.
   /**
    * @par Completion Signature
@@ -147,7 +170,9 @@ public:
    * two pointers, needs any).
    *
    * @par Per-Operation Cancellation
-   * terminal, partial and total cancellation abort the wait.
+   * terminal, partial and total cancellation abort the wait, with the rule of cancel(): an
+   * emit that comes after the wait's completion was queued is judged when it is emitted
+   * (success if the timer is idle for its timeout then, else operation_aborted), never lost.
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
@@ -156,9 +181,16 @@ public:
   }
 
 private:
+  friend base;
   friend typename base::template initiation<basic_idle_timer>;
   template <typename, typename>
   friend class detail::rearming_handler;
+
+  // Whether the timer has been idle for its timeout in force, now.
+  bool due_now() const {
+    return clock_type::now() >=
+           detail::saturating_add(this->activity_.last(), timeout_.at(this->factor()));
+  }
 
   static range checked(const range& timeout) {
     if (timeout.min <= duration::zero())
@@ -183,18 +215,31 @@ private:
   template <typename Handler>
   static void on_wait(detail::rearming_handler<basic_idle_timer, Handler>&& h,
                       const error_code& ec) {
-    if (!ec) {
-      basic_idle_timer& self = h.owner();
-      self.leave_queue();
-      const time_point now = clock_type::now();
-      const time_point last = self.activity_.last();
-      if (now < detail::saturating_add(last, self.timeout_.at(self.factor()))) {
-        if (self.rewait_for(self.timeout_, last, h, now))
-          return;
-        std::move(h.handler())(error_code(asio::error::no_memory));
-        return;
-      }
+    // On an error the timer may be gone (destroyed with its wait): nothing reads it.
+    if (ec) {
+      std::move(h.handler())(ec);
+      return;
     }
+    basic_idle_timer& self = h.owner();
+    self.leave_queue();
+    using state = typename base::op_state;
+    if (self.state() != state::pending) {
+      // Cancelled after this completion was queued, and judged then (see cancel()).
+      const bool aborted = self.state() == state::abort;
+      self.end_op();
+      std::move(h.handler())(aborted ? error_code(asio::error::operation_aborted) : ec);
+      return;
+    }
+    const time_point now = clock_type::now();
+    const time_point last = self.activity_.last();
+    if (now < detail::saturating_add(last, self.timeout_.at(self.factor()))) {
+      if (self.rewait_for(self.timeout_, last, h, now))
+        return;
+      self.end_op();
+      std::move(h.handler())(error_code(asio::error::no_memory));
+      return;
+    }
+    self.end_op();
     std::move(h.handler())(ec);
   }
 

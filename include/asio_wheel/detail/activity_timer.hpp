@@ -95,6 +95,11 @@ public:
   void operator()(const error_code& ec) { Owner::on_wait(std::move(*this), ec); }
 
   Owner& owner() const noexcept { return *owner_; }
+  // The slot its wheel wait is bound to (see activity_timer::slot_canceller). Read when the
+  // wait starts, with the owner alive; none once taken.
+  asio::cancellation_slot wait_slot() const noexcept {
+    return owner_ != nullptr ? owner_->wait_slot() : asio::cancellation_slot();
+  }
   bool taken() const noexcept { return owner_ == nullptr; }
   Handler& handler() noexcept { return handler_; }
   const Handler& handler() const noexcept { return handler_; }
@@ -119,6 +124,24 @@ template <typename Clock, typename WaitTraits, typename Executor>
 class activity_timer : private wheel_node {
   using queue_service = scaled_queue_service<activity_timer, Clock, WaitTraits, Executor>;
   friend queue_service;
+
+protected:
+  // Where the operation of the owner stands. Only the owner's thread (or strand) changes it,
+  // as it does every member of the owner but the activity mark.
+  enum class op_state : unsigned char {
+    none,     // no operation, or its completion runs without reading this
+    pending,  // an operation waits (in the wheel, parked, or its success completion queued)
+    complete, // cancelled once its completion was queued, and found due then: completes so
+    abort     // cancelled once its completion was queued, and not due then: aborts
+  };
+
+  // For the owner: what a `complete` decision found due (basic_heartbeat: a ping, else a
+  // drop). Set with state_ by the owner's judgement.
+  bool decided_ping_ = false;
+
+private:
+  // First, with decided_ping_: they fit in wheel_node's tail padding.
+  op_state state_ = op_state::none;
 
 public:
   /// The type of the executor associated with the object.
@@ -148,18 +171,40 @@ public:
   /// The time of the last activity, as marked (never before the true time).
   time_point last_activity() const noexcept { return activity_.last(); }
 
-  /// Cancels the pending wait, which completes with asio::error::operation_aborted.
-  /**
-   * @return The number of waits cancelled.
-   */
-  std::size_t cancel() {
+protected:
+  // The cancellation of the owner's operation, by cancel() or by its slot. A wait pending in
+  // the wheel (or parked) is aborted there. One whose success completion is already queued
+  // cannot be: that completion would find activity since (or, for a range, a higher factor)
+  // and wait again, so the cancellation would be lost while the peer keeps talking. It is
+  // judged now instead: due (`is_due()`, the owner's judgement at this instant) completes as
+  // queued, as Asio's timer does when cancel() comes after its expiry; not due completes with
+  // operation_aborted. Returns the number of operations aborted. With the queue's lock held
+  // while the wait is cancelled (see leave_queue_after()). If it throws (no memory for the
+  // aborted wait), nothing changed.
+  template <typename IsDue>
+  std::size_t cancel_op(IsDue&& is_due) {
     std::size_t cancelled = 0;
     // Out of its queue only once cancelled: if cancel() throws, the timer is as it was.
     leave_queue_after([&] { cancelled = timer_.cancel(); });
+    if (state_ != op_state::pending)
+      return cancelled; // none, or its fate is decided already
+    if (cancelled == 0) {
+      state_ = std::forward<IsDue>(is_due)() ? op_state::complete : op_state::abort;
+      cancelled = state_ == op_state::abort ? 1 : 0;
+    } else {
+      state_ = op_state::none;
+    }
+    cut_slot();
     return cancelled;
   }
 
-protected:
+  // The operation completes now (its handler is called right after): no slot may reach it.
+  void end_op() noexcept {
+    state_ = op_state::none;
+    cut_slot();
+  }
+
+  op_state state() const noexcept { return state_; }
   // Construction counts as activity.
   explicit activity_timer(const executor_type& ex) : timer_(ex) {}
 
@@ -167,8 +212,11 @@ protected:
                                            ExecutionContext&, asio::execution_context&>>>
   explicit activity_timer(ExecutionContext& context) : timer_(context) {}
 
-  // No queue may refer to the timer once it is gone.
-  ~activity_timer() { leave_queue(); }
+  // No queue, and no cancellation slot, may refer to the timer once it is gone.
+  ~activity_timer() {
+    cut_slot();
+    leave_queue();
+  }
 
   // Called with every timeout the owner is given, before it is stored: a range that is not
   // fixed joins the timer to its context's queue service (created on first use; may throw).
@@ -255,18 +303,85 @@ protected:
     executor_type get_executor() const noexcept { return owner_->get_executor(); }
     template <typename Handler>
     void operator()(Handler&& handler) const {
-      owner_->start(
-          rearming_handler<Owner, std::decay_t<Handler>>(owner_, std::forward<Handler>(handler)));
+      activity_timer& self = *owner_;
+      self.cut_slot();
+      auto slot = asio::get_associated_cancellation_slot(handler);
+      if (slot.is_connected())
+        self.slot_ = &slot.template emplace<slot_canceller<Owner>>(owner_);
+      self.state_ = op_state::pending;
+      try {
+        owner_->start(
+            rearming_handler<Owner, std::decay_t<Handler>>(owner_, std::forward<Handler>(handler)));
+      } catch (...) {
+        self.end_op();
+        throw;
+      }
     }
 
   private:
     Owner* owner_;
   };
 
+  // The slot the wheel wait of the pending operation is bound to: the one between the
+  // user's slot and the wheel (see slot_canceller), or none.
+  asio::cancellation_slot wait_slot() const noexcept {
+    return slot_ != nullptr ? slot_->inner.slot() : asio::cancellation_slot();
+  }
+
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   activity_stamp<Clock> activity_;
 
 private:
+  template <typename, typename>
+  friend class rearming_handler;
+
+  // Emplaced in the cancellation slot of the user's handler, in place of the wheel wait's:
+  // an emit must reach the operation whatever stage it is at, including a success
+  // completion already queued, which the wheel no longer knows (see cancel_op()). It passes
+  // the emit on to the wheel wait through `inner`, so that a wait still in the wheel is
+  // aborted there, as it was (that path needs no memory). The link to the timer is cut from
+  // whichever side goes first: by the timer when the operation completes, is cancelled, or
+  // the timer is destroyed; by this handler's destructor when the user's signal is destroyed
+  // or its slot re-used.
+  struct slot_link {
+    activity_timer* timer = nullptr;
+    asio::cancellation_signal inner;
+  };
+
+  template <typename Owner>
+  struct slot_canceller : slot_link {
+    explicit slot_canceller(Owner* owner) noexcept { this->timer = owner; }
+    slot_canceller(const slot_canceller&) = delete;
+    slot_canceller& operator=(const slot_canceller&) = delete;
+    ~slot_canceller() {
+      if (this->timer != nullptr)
+        this->timer->slot_ = nullptr;
+    }
+
+    void operator()(asio::cancellation_type_t type) {
+      using ct = asio::cancellation_type;
+      if (this->timer == nullptr || !(type & (ct::terminal | ct::partial | ct::total)))
+        return;
+      activity_timer& t = *this->timer;
+      if (t.state_ == op_state::pending) {
+        // Judged now, for a success completion already queued; a wait still in the wheel
+        // is aborted by the emit below, whose completion does not read this.
+        t.state_ = static_cast<Owner&>(t).due_now() ? op_state::complete : op_state::abort;
+        // A wait aborted there may leave the timer in its queue.
+        t.leave_queue();
+      }
+      t.cut_slot();
+      this->inner.emit(type); // this object is not destroyed by cut_slot()
+    }
+  };
+
+  void cut_slot() noexcept {
+    if (slot_ != nullptr) {
+      slot_->timer = nullptr;
+      slot_ = nullptr;
+    }
+  }
+
   // A queue woke the timer (with the queue service's lock held): its parked wait completes
   // now, and on_wait() judges it.
   static void wake(activity_timer& t, const time_point& now) {
@@ -275,12 +390,17 @@ private:
 
   // The context's queue service, once the timer has been given a range; else null.
   queue_service* queues_ = nullptr;
+  // The handler in the cancellation slot of the pending operation, linked to this timer
+  // (see slot_canceller); null when there is none, or its link was cut.
+  slot_link* slot_ = nullptr;
 };
 
 } // namespace asio_wheel::detail
 
-// The user's handler speaks for the rearming_handler that carries it: associated executor,
-// allocator and cancellation slot, as for Asio's own binders.
+// The user's handler speaks for the rearming_handler that carries it: associated executor
+// and allocator, as for Asio's own binders. Not its cancellation slot: the owner has put a
+// handler of its own there (activity_timer::slot_canceller), and the wheel wait is bound to
+// that one's inner slot.
 template <template <typename, typename> class Associator, typename Owner, typename Handler,
           typename DefaultCandidate>
 struct asio_wheel::asio::associator<
@@ -290,6 +410,18 @@ struct asio_wheel::asio::associator<
   static type get(const asio_wheel::detail::rearming_handler<Owner, Handler>& h,
                   const DefaultCandidate& c = DefaultCandidate()) noexcept {
     return Associator<Handler, DefaultCandidate>::get(h.handler(), c);
+  }
+};
+
+template <typename Owner, typename Handler, typename DefaultCandidate>
+struct asio_wheel::asio::associator<asio_wheel::asio::associated_cancellation_slot,
+                                    asio_wheel::detail::rearming_handler<Owner, Handler>,
+                                    DefaultCandidate> {
+  using type = asio_wheel::asio::cancellation_slot;
+
+  static type get(const asio_wheel::detail::rearming_handler<Owner, Handler>& h,
+                  const DefaultCandidate& = DefaultCandidate()) noexcept {
+    return h.wait_slot();
   }
 };
 

@@ -43,6 +43,7 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
 #include <asio_wheel/detail/node_fifo.hpp>
+#include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
@@ -73,8 +74,8 @@ public:
 
   // Distinct spans that get a queue; a timer with another one is only parked (see above).
   static constexpr std::size_t max_queues = 256;
-  // Timers woken per run of a queue's handler at most, as the wheel's budgets: a burst does
-  // not starve the context's other handlers.
+  // Timers woken per run of a queue's handler, or of a rescale handler over all queues, at
+  // most, as the wheel's budgets: a burst does not starve the context's other handlers.
   static constexpr std::size_t waiters_per_run = 4096;
 
   explicit scaled_queue_service(asio::execution_context& context)
@@ -91,7 +92,7 @@ public:
   // factor in force is still ahead: `arm_parked()` starts the owner's wait for its max
   // (with the lock held, so that no queue handler sees the timer linked without it), then
   // the timer joins its span's queue. Precondition: `w` is not in a queue. If arm_parked()
-  // throws, nothing changed. `ex` is the owner's executor; the first one is the queues'.
+  // throws, nothing changed. `ex` is the owner's executor, which only tells the context.
   template <typename ArmParked>
   void park(Waiter& w, const range& r, const time_point& min_at, const Executor& ex,
             ArmParked&& arm_parked) {
@@ -145,11 +146,14 @@ private:
   }
 
   struct queue {
-    queue(std::uint16_t id, duration s, const Executor& ex) : fifo(id), span(s), timer(ex) {}
+    queue(std::uint16_t id, duration s, const asio::any_io_executor& ex)
+        : fifo(id), span(s), timer(ex) {}
     node_fifo fifo;
     duration span;
-    basic_wheel_timer<Clock, WaitTraits, Executor> timer;
-    // When the wait is armed for; empty while none is (or it was cancelled).
+    // On the context's plain executor (see ex_).
+    basic_wheel_timer<Clock, WaitTraits> timer;
+    // When the wait is armed for; empty while none is (or it was cancelled). Kept while the
+    // wait is pending, re-armed or not: disarm() cancels what it says is armed.
     std::optional<time_point> armed_at;
   };
 
@@ -187,7 +191,8 @@ private:
     if (queues_.size() == max_queues)
       return nullptr;
     if (!ex_) {
-      ex_.emplace(ex);
+      ex_.emplace(
+          asio::use_service<wheel_service<Clock, WaitTraits>>(this->context()).home_executor(ex));
       // Listens once it has an executor to post to.
       this->listen(scale_);
     }
@@ -210,28 +215,32 @@ private:
     }
   }
 
-  // Arms q's wait for its head at the factor in force, unless armed for that or earlier;
-  // disarms it if q is empty.
+  // Arms q's wait for its head at the factor in force, unless armed for just that (earlier
+  // would wake for nothing after a factor rise, later would be late); disarms it if q is
+  // empty.
   void arm(queue& q) {
     if (q.fifo.empty()) {
       disarm(q);
       return;
     }
     const time_point due = head_due(q, factor());
-    if (q.armed_at && *q.armed_at <= due)
+    if (q.armed_at && *q.armed_at == due)
       return;
-    q.armed_at.reset();
+    // Aborts the wait armed, if any; throws with nothing changed.
     q.timer.expires_at(due);
+    q.armed_at.reset();
     q.timer.async_wait(
         wake_handler{this, static_cast<std::size_t>(q.fifo.id() - node_fifo::first_id)});
     q.armed_at = due;
   }
 
-  // Wakes the due timers at the head of q (at most waiters_per_run), then arms for the next.
-  void process(queue& q) {
+  // Wakes the due timers at the head of q (at most `budget`, which it decrements), then arms
+  // for the next: a head left due for want of budget is armed for its due time, past, so its
+  // wait completes in a later turn and wakes the rest there.
+  void process(queue& q, std::size_t& budget) {
     const time_point now = Clock::now();
     const double f = factor();
-    for (std::size_t n = 0; n < waiters_per_run && !q.fifo.empty(); ++n) {
+    for (; budget > 0 && !q.fifo.empty(); --budget) {
       if (head_due(q, f) > now)
         break;
       Waiter& w = static_cast<Waiter&>(q.fifo.pop_front());
@@ -240,7 +249,6 @@ private:
       } catch (...) {
         // No memory to move its wait: it stays first, for the next run.
         q.fifo.push_front(w, key_of(key_time(w)));
-        q.armed_at.reset();
         arm(q);
         throw;
       }
@@ -254,7 +262,8 @@ private:
       return;
     queue& q = *queues_[index];
     q.armed_at.reset();
-    process(q);
+    std::size_t budget = waiters_per_run;
+    process(q, budget);
   }
 
   // On the setter's thread, under the scale's lock: one post, however many changes.
@@ -270,18 +279,20 @@ private:
   }
 
   // Each queue's wait moves to its head at the new factor: O(queues). Those due now are
-  // woken in this run.
+  // woken in this run, waiters_per_run at most across all queues (the others, from their
+  // queue's wait, in later turns).
   void on_rescale() {
     rescale_posted_.store(false, std::memory_order_release);
     std::lock_guard lock(mutex_);
     if (shut_)
       return;
+    std::size_t budget = waiters_per_run;
     for (auto& q : queues_) {
       if (q->fifo.empty())
         continue;
-      // Re-armed whatever the direction: a higher factor would otherwise wake it early.
-      q->armed_at.reset();
-      process(*q);
+      // Re-armed if its head's due time moved, whatever the direction (see arm()); if
+      // process() empties it, the wait is cancelled, which needs armed_at kept.
+      process(*q, budget);
     }
   }
 
@@ -298,8 +309,11 @@ private:
 
   timeout_scale& scale_;
   std::recursive_mutex mutex_;
-  // The executor of the queues' waits and of rescale handlers: the first parked timer's.
-  std::optional<Executor> ex_;
+  // The executor of the queues' waits and of rescale handlers: the context's plain one, as
+  // the wheel service's own handlers (wheel_service::home_executor()). Not a timer's: a
+  // work-tracking executor would keep run() going for the context's life, and a strand
+  // would tie every queue's wake-ups to one connection. Their work is done under mutex_.
+  std::optional<asio::any_io_executor> ex_;
   // Indexed by node_fifo id - first_id; never shrinks before shutdown (there are few).
   std::vector<std::unique_ptr<queue>> queues_;
   bool shut_ = false;

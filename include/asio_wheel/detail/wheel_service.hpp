@@ -207,6 +207,17 @@ public:
     return *own_executor_;
   }
 
+  // The executor the service's own handlers run on (see find_home()), found from `ex` (an
+  // executor of this context) if no wait found it yet; it never changes after. For the
+  // library's other context-wide handlers (detail/scaled_queue.hpp), which must not keep
+  // the work or the strand of the first timer that needed them.
+  template <typename Executor>
+  const asio::any_io_executor& home_executor(const Executor& ex) {
+    std::lock_guard lock(mutex_);
+    find_home(ex, ex);
+    return home_;
+  }
+
   // Starts a wait on `entry` for `expiry`. Strong guarantee: if it throws, nothing changed.
   template <typename Handler, typename IoExecutor>
   void async_wait(timer_entry& entry, const time_point& expiry, Handler&& handler,

@@ -1,0 +1,148 @@
+//
+// scaled_queue_test.cpp
+// ~~~~~~~~~~~~~~~~~~~~~
+//
+// The context-wide parts of scaled timeouts (issue 17, review findings F2 and F3): once
+// every wait has completed, nothing of them keeps the context's run() going.
+//
+// F2: a change of the factor that completes the last waiter of a queue (idle_timer,
+// heartbeat) or drops the last member of a heartbeat_group used to leave the queue's (the
+// group's) wheel wait pending until its old deadline, the range's maximum: run() did not
+// return for that long (forever, for a huge maximum).
+//
+// F3: the queues kept the executor of the first timer that parked, for the context's life:
+// a work-tracking one kept run() going after every timer was destroyed.
+//
+// On a frozen manual_clock: nothing expires unless the test moves the clock, so a context
+// that is not stopped after a run of real time still has work (not a deadline in reach).
+
+#include <asio_wheel/heartbeat.hpp>
+#include <asio_wheel/heartbeat_group.hpp>
+#include <asio_wheel/idle_timer.hpp>
+#include <asio_wheel/statistics.hpp>
+#include <asio_wheel/timeout_scale.hpp>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/execution.hpp>
+#include <asio/io_context.hpp>
+#include <asio/require.hpp>
+
+#include <doctest/doctest.h>
+
+#include "asio_test_support.hpp"
+#include "frozen_run.hpp"
+#include "manual_clock.hpp"
+
+#include <chrono>
+#include <memory>
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace asio_wheel::test;
+
+struct clock_tag;
+using tclock = manual_clock<clock_tag, std::chrono::nanoseconds, true>;
+const tclock::time_point t0(1h);
+constexpr auto kStill = 20ms; // real time the frozen clock is left standing
+
+// Whether run() returns with nothing left to do: no wheel wait pending, and the context
+// stops by itself within `limit` (run_for() returns early then).
+bool runs_out(asio::io_context& ioc, std::chrono::steady_clock::duration limit = 300ms) {
+  const bool nothing_pending = asio_wheel::get_statistics(ioc, false).timers_pending == 0;
+  ioc.restart();
+  ioc.run_for(limit);
+  return nothing_pending && ioc.stopped();
+}
+
+} // namespace
+
+TEST_CASE("a lowered factor completes the last parked idle_timer: nothing stays pending") {
+  using idle_t = asio_wheel::basic_idle_timer<tclock>;
+  for (const auto max : {std::chrono::nanoseconds(10s), std::chrono::nanoseconds::max()}) {
+    CAPTURE(max.count());
+    tclock::reset(t0, /*running=*/false);
+    asio::io_context ioc;
+    auto& scale = asio_wheel::timeout_scale::of(ioc);
+    idle_t idle(ioc, {10ms, max});
+    int calls = 0;
+    asio::error_code ec;
+    idle.async_wait([&](asio::error_code e) {
+      ++calls;
+      ec = e;
+    });
+    tclock::set(t0 + 20ms);
+    run_for(ioc, kStill); // past its minimum: parked in its span's queue
+    CHECK(calls == 0);
+    scale.set(0.0);
+    CHECK(run_until(
+        ioc, [&] { return calls == 1; }, 2s));
+    CHECK(ec == kOk);
+    CHECK(runs_out(ioc));
+  }
+}
+
+TEST_CASE("a lowered factor completes the last parked heartbeat: nothing stays pending") {
+  using hb_t = asio_wheel::basic_heartbeat<tclock>;
+  tclock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  hb_t hb(ioc, {.ping_after = {5ms, 10s}, .drop_after = {10ms, 20s}});
+  int calls = 0;
+  hb.async_next([&](asio::error_code, hb_t::event) { ++calls; });
+  tclock::set(t0 + 30ms);
+  run_for(ioc, kStill);
+  CHECK(calls == 0);
+  scale.set(0.0);
+  CHECK(run_until(
+      ioc, [&] { return calls == 1; }, 2s));
+  CHECK(runs_out(ioc));
+}
+
+TEST_CASE("heartbeat_group: a lowered factor drops the last member: the group's wait does not "
+          "stay pending") {
+  using group_t = asio_wheel::basic_heartbeat_group<tclock>;
+  tclock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  int drops = 0;
+  group_t group(ioc, {.ping_after = {}, .drop_after = {10ms, 20s}},
+                [&](group_t::member&, group_t::event ev) {
+                  if (ev == group_t::event::drop)
+                    ++drops;
+                });
+  group_t::member m;
+  group.watch(m);
+  tclock::set(t0 + 30ms);
+  run_for(ioc, kStill); // past the minimum: in the drop queue
+  CHECK(drops == 0);
+  scale.set(0.0);
+  CHECK(run_until(
+      ioc, [&] { return drops == 1; }, 2s));
+  CHECK(group.size() == 0);
+  CHECK(runs_out(ioc));
+}
+
+TEST_CASE("an idle_timer with a range on a work-tracking executor: once it is destroyed, run() "
+          "returns") {
+  using idle_t = asio_wheel::basic_idle_timer<tclock>;
+  tclock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto idle =
+      std::make_unique<idle_t>(asio::any_io_executor(asio::require(
+                                   ioc.get_executor(), asio::execution::outstanding_work.tracked)),
+                               idle_t::range{10ms, 30ms});
+  int calls = 0;
+  idle->async_wait([&](asio::error_code) {
+    ++calls;
+    idle.reset(); // the timer, and its executor, gone
+  });
+  tclock::set(t0 + 20ms);
+  run_for(ioc, kStill); // parked: the queue is created, from this timer's executor
+  CHECK(calls == 0);
+  tclock::set(t0 + 30ms);
+  CHECK(run_until(
+      ioc, [&] { return calls == 1; }, 2s));
+  CHECK(idle == nullptr);
+  CHECK(runs_out(ioc));
+}
