@@ -377,9 +377,7 @@ private:
 
   // The group's wheel counts ticks of the context wheel's default length (1 ms), with a
   // boundary at its construction.
-  static duration tick_length() noexcept {
-    return detail::wheel_service<Clock, WaitTraits>::default_tick();
-  }
+  static duration tick_length() noexcept { return detail::wheel_driver<Clock>::default_tick(); }
 
   // The wheel starts at the current time (it is empty: nothing expires). A group with a
   // range listens to its context's scale; one without never reads it.
