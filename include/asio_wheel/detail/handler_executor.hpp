@@ -9,10 +9,13 @@
 #ifndef ASIO_WHEEL_DETAIL_HANDLER_EXECUTOR_HPP
 #define ASIO_WHEEL_DETAIL_HANDLER_EXECUTOR_HPP
 
-// Where the service's own handlers run (its home), and which waits' handlers may be called
-// directly from there instead of being dispatched to their executors.
+// Where the service's own handlers run (its home), which waits' handlers may be called
+// directly from there instead of being dispatched to their executors, and so which
+// operation a new wait gets.
 
 #include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/timer_entry.hpp>
+#include <asio_wheel/detail/wait_op.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
@@ -23,17 +26,9 @@
 #include <mutex>
 #include <optional>
 #include <type_traits>
-#include <typeinfo>
 #include <utility>
 
 namespace asio_wheel::detail {
-
-// The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
-// any_executor::target<T>() casts without checking the type.
-template <typename T, typename AnyExecutor>
-const T* target_if(const AnyExecutor& ex) noexcept {
-  return ex.target_type() == typeid(T) ? ex.template target<T>() : nullptr;
-}
 
 // The home of one wheel service: the executor that the alarm's handler, the drains and the
 // continuations run on, chosen once, at the context's first wait (or the first is_home()
@@ -85,7 +80,7 @@ public:
   // call; Asio's composed operations, for one, carry the work-tracking variant. Without the
   // lock.
   template <typename Executor>
-  bool is_home(const Executor& ex) {
+  [[gnu::always_inline]] bool is_home(const Executor& ex) {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
       // The template Bits of io_context::basic_executor_type: 4 is outstanding_work.tracked
       // (detail::io_context_bits); blocking.never is a run-time bit, checked in is_home_io.
@@ -250,6 +245,30 @@ private:
   // by the service's lock until found_ is set.
   asio::any_io_executor executor_;
 };
+
+// The operation of a new wait on `entry` for `handler`, whose associated executor is `ex`:
+// called directly from the service's batches if `ex` is `home`'s (in the timer's own storage
+// when it fits and is free), else dispatched to `ex`, kept busy meanwhile.
+template <typename Handler, typename Executor>
+[[gnu::always_inline]] inline wait_op* make_wait_op(timer_entry& entry, Handler&& handler,
+                                                    const Executor& ex, service_home& home) {
+  using handler_type = std::decay_t<Handler>;
+  if (home.is_home(ex)) {
+    using home_op = wait_handler_op<handler_type, direct_completion>;
+    if constexpr (fits_inline<handler_type>) {
+      // Only this thread (the timer's owner) sets the flag; a stale true, from a wait that
+      // just left on another thread, only costs a block.
+      if (!entry.inline_busy_.load(std::memory_order_acquire)) {
+        wait_op* const op = home_op::create_at(entry.inline_, std::forward<Handler>(handler));
+        entry.inline_busy_.store(true, std::memory_order_relaxed);
+        return op;
+      }
+    }
+    return home_op::create(std::forward<Handler>(handler));
+  }
+  return wait_handler_op<handler_type, tracked_executor<Executor>>::create(
+      std::forward<Handler>(handler), ex);
+}
 
 } // namespace asio_wheel::detail
 

@@ -75,6 +75,28 @@ struct own_handler {
   }
 };
 
+// A handler of the service's own that is queued at most once at a time, in memory of its
+// own: the drain, the continuation of an expiry turn. Guarded by the service's lock.
+template <typename Owner, void (Owner::*Fn)()>
+class own_post {
+public:
+  bool queued() const noexcept { return queued_; }
+
+  // Queues (self->*Fn)() on `home` (a service_home). Throws only where `home` may.
+  template <typename Home>
+  void post(Home& home, Owner* self) {
+    home.post(own_handler<Owner, Fn>{self, &memory_});
+    queued_ = true;
+  }
+
+  // Its handler has started: another may be queued.
+  void ran() noexcept { queued_ = false; }
+
+private:
+  bool queued_ = false;
+  own_memory memory_;
+};
+
 } // namespace asio_wheel::detail
 
 #endif // ASIO_WHEEL_DETAIL_OWN_MEMORY_HPP

@@ -21,6 +21,8 @@
 #include <chrono>
 #include <cstddef>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace asio_wheel::detail {
 
@@ -54,6 +56,25 @@ public:
     scale_ = tick_scale<Clock>(tick, now);
     wheel_.emplace(scale_.floor(now));
     wheel_->set_cascade_limit(cascade_budget);
+  }
+
+  // Longest tick accepted by set_tick(); beyond it a wheel is the wrong tool.
+  static constexpr std::chrono::seconds max_tick{60};
+
+  // A new tick, checked: only before the first wait (`fixed`: there has been one), since
+  // deadlines computed in the old tick would be misread.
+  void set_tick(duration tick, bool fixed) {
+    if (tick <= duration::zero() || tick > max_tick)
+      throw std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
+                                  " ns; the tick must be positive and at most 60 s (default 1 ms)");
+    if (tick == scale_.tick())
+      return;
+    if (fixed)
+      throw std::logic_error("asio_wheel: the tick of a context can only be changed before its "
+                             "first wait (it is " +
+                             std::to_string(to_ns(scale_.tick())) +
+                             " ns); call set_tick() right after creating the io_context");
+    reset(tick);
   }
 
   const tick_scale<Clock>& scale() const noexcept { return scale_; }
@@ -115,6 +136,10 @@ public:
   time_point alarm_time() const noexcept { return scale_.time_of(armed_at_); }
 
 private:
+  static long long to_ns(duration d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+
   // Tick length and the instant of tick 0 of wheel_.
   tick_scale<Clock> scale_;
   // Re-created by reset() (only while empty), hence optional.
