@@ -15,23 +15,12 @@
 // A hashed hierarchical timing wheel (Varghese & Lauck, 1987) on integer ticks, in the layout
 // of the Linux kernel and tokio: 64 slots per level, one 64-bit occupancy bitmap per level.
 // The wheel takes no clock. Time is whatever the caller says it is through advance(now).
-//
-//   level | slot width   | one revolution of the level
-//   ------+--------------+----------------------------
-//     0   | 1 tick       | 64 ticks
-//     1   | 64 ticks     | 4096 ticks
-//     2   | 64^2 ticks   | 64^3 ticks
-//    ...  |              |
-//    10   | 64^10 ticks  | 2^64 ticks (only 16 of its slots are reachable)
-//
-// Eleven levels cover the whole 64-bit tick range, so no deadline is ever clamped and the
-// top level never wraps: a deadline of max() ticks is stored exactly, and any number of
-// revolutions of the lower levels is just the counter moving on (tokio panicked when its
-// top level wrapped, tokio #8334; here there is nothing to wrap).
+// Eleven levels, the base-64 digits of a 64-bit tick, cover the whole tick range, so no
+// deadline is ever clamped and the top level never wraps (detail/wheel_geometry.hpp).
 //
 // Placement. An entry lives at the lowest level whose slot number is the first base-64
 // digit in which its deadline differs from the current time `elapsed_` (the XOR rule of
-// tokio). Consequences the code relies on:
+// tokio, wheel_geometry::level_of). Consequences the code relies on:
 //   * at level k >= 1 every occupied slot number is greater than elapsed_'s digit k, and the
 //     entry agrees with elapsed_ in every digit above k;
 //   * at level 0 every occupied slot number is >= elapsed_'s digit 0;
@@ -73,6 +62,9 @@
 //
 // Thread safety: none. The owner serialises every call.
 
+#include <asio_wheel/detail/wheel_geometry.hpp>
+#include <asio_wheel/detail/wheel_node.hpp>
+
 #include <bit>
 #include <cassert>
 #include <cstddef>
@@ -85,44 +77,11 @@
 
 namespace asio_wheel::detail {
 
-using tick_type = std::uint64_t;
-
-class node_fifo;
-
-// An entry of the wheel, embedded in (or a base of) the caller's object.
-class wheel_node {
-public:
-  wheel_node() noexcept = default;
-  wheel_node(const wheel_node&) = delete;
-  wheel_node& operator=(const wheel_node&) = delete;
-
-  ~wheel_node() { assert(!is_linked() && "a wheel_node was destroyed while still in a wheel"); }
-
-  bool is_linked() const noexcept { return slot_ != unlinked; }
-
-  // The deadline given to the last insert().
-  tick_type deadline() const noexcept { return deadline_; }
-
-private:
-  friend class timing_wheel;
-  // A node waits in a wheel or in a node_fifo (detail/node_fifo.hpp), through the same links.
-  friend class node_fifo;
-
-  static constexpr std::uint16_t unlinked = 0xffff;
-
-  // Neighbours in the slot's list; nullptr at its ends. Meaningless while not linked.
-  wheel_node* next_ = nullptr;
-  wheel_node* prev_ = nullptr;
-  tick_type deadline_ = 0;
-  // level * slots_per_level + slot number while linked, else `unlinked`.
-  std::uint16_t slot_ = unlinked;
-};
-
 class timing_wheel {
 public:
-  static constexpr unsigned slot_bits = 6;
-  static constexpr unsigned slots_per_level = 1u << slot_bits;
-  static constexpr unsigned num_levels = (64 + slot_bits - 1) / slot_bits;
+  static constexpr unsigned slot_bits = wheel_geometry::slot_bits;
+  static constexpr unsigned slots_per_level = wheel_geometry::slots_per_level;
+  static constexpr unsigned num_levels = wheel_geometry::num_levels;
   static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
 
   explicit timing_wheel(tick_type start = 0) noexcept : elapsed_(start) {}
@@ -181,7 +140,8 @@ public:
       return elapsed_; // a slot is being re-filed: due now
     for (unsigned level = 0; level < num_levels; ++level) {
       if (occupied_[level] != 0)
-        return slot_start(level, static_cast<unsigned>(std::countr_zero(occupied_[level])));
+        return wheel_geometry::slot_start(
+            elapsed_, level, static_cast<unsigned>(std::countr_zero(occupied_[level])));
     }
     return std::nullopt;
   }
@@ -215,7 +175,7 @@ public:
       if (level == num_levels)
         break;
       const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
-      const tick_type start = slot_start(level, index);
+      const tick_type start = wheel_geometry::slot_start(elapsed_, level, index);
       if (start > now)
         break;
       // Never moves backwards: level 0 slots are >= the current digit, upper ones greater.
@@ -251,8 +211,7 @@ public:
   void rewind(tick_type now) noexcept {
     if (now >= elapsed_)
       return;
-    const tick_type differ = (elapsed_ ^ now) | (slots_per_level - 1);
-    const unsigned top = static_cast<unsigned>(63 - std::countl_zero(differ)) / slot_bits;
+    const unsigned top = wheel_geometry::level_of(elapsed_, now);
     // Chained through next_, level by level, slot by slot: every entry of a level expires
     // before those of the next, and a level's slots come due in increasing order.
     wheel_node* chain = nullptr;
@@ -309,7 +268,7 @@ public:
   void check_invariants() const {
     std::size_t count = 0;
     for (unsigned level = 0; level < num_levels; ++level) {
-      const unsigned digit = digit_of(elapsed_, level);
+      const unsigned digit = wheel_geometry::digit_of(elapsed_, level);
       for (unsigned index = 0; index < slots_per_level; ++index) {
         const unsigned slot = level * slots_per_level + index;
         const slot_list& list = slots_[slot];
@@ -323,7 +282,7 @@ public:
         const bool being_refiled = slot == partial_ && index == digit;
         if (level == 0 ? index < digit : (index <= digit && !being_refiled))
           fail("occupied slot is behind the current time", level, index);
-        const tick_type start = slot_start(level, index);
+        const tick_type start = wheel_geometry::slot_start(elapsed_, level, index);
         if (list.first->prev_ != nullptr || list.last->next_ != nullptr)
           fail("slot list ends are not its first and last nodes", level, index);
         for (const wheel_node* node = list.first; node != nullptr; node = node->next_) {
@@ -353,24 +312,9 @@ public:
   }
 
 private:
-  static unsigned digit_of(tick_type t, unsigned level) noexcept {
-    return static_cast<unsigned>((t >> (level * slot_bits)) & (slots_per_level - 1));
-  }
-
-  // First tick of slot `index` of `level` in the current revolution of that level.
-  tick_type slot_start(unsigned level, unsigned index) const noexcept {
-    const unsigned shift = level * slot_bits;
-    const unsigned span = shift + slot_bits;
-    // The top level spans every bit: nothing above it to keep (and a shift by 64 is UB).
-    const tick_type above = span >= 64 ? 0 : elapsed_ & ~((tick_type{1} << span) - 1);
-    return above | (tick_type{index} << shift);
-  }
-
   void link(wheel_node& node, tick_type when) noexcept {
-    // The highest differing digit picks the level; `| mask` maps when == elapsed_ to level 0.
-    const tick_type differ = (elapsed_ ^ when) | (slots_per_level - 1);
-    const unsigned level = static_cast<unsigned>(63 - std::countl_zero(differ)) / slot_bits;
-    const unsigned index = digit_of(when, level);
+    const unsigned level = wheel_geometry::level_of(elapsed_, when);
+    const unsigned index = wheel_geometry::digit_of(when, level);
     const unsigned slot = level * slots_per_level + index;
     node.slot_ = static_cast<std::uint16_t>(slot);
     // Appended, to keep one tick's entries first in, first out.
