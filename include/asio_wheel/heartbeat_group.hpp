@@ -13,9 +13,8 @@
 #include <asio_wheel/detail/activity_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
 #include <asio_wheel/detail/node_fifo.hpp>
-#include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
-#include <asio_wheel/detail/wheel_service.hpp>
+#include <asio_wheel/detail/wheel_driver.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
@@ -250,8 +249,7 @@ public:
    */
   basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
-        ex_(timer_.get_executor()), scale_(tick_length(), clock_type::now()),
-        anchor_(std::make_shared<anchor>(anchor{this})) {
+        ex_(timer_.get_executor()), anchor_(std::make_shared<anchor>(anchor{this})) {
     start();
   }
 
@@ -262,8 +260,7 @@ public:
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
-        ex_(timer_.get_executor()), scale_(tick_length(), clock_type::now()),
-        anchor_(std::make_shared<anchor>(anchor{this})) {
+        ex_(timer_.get_executor()), anchor_(std::make_shared<anchor>(anchor{this})) {
     start();
   }
 
@@ -278,7 +275,7 @@ public:
     const auto forget = [](detail::wheel_node& node) {
       static_cast<member&>(node).group_ = nullptr;
     };
-    wheel_.clear(forget);
+    driver_.wheel().clear(forget);
     queue_[ping].clear(forget);
     queue_[drop].clear(forget);
   }
@@ -293,7 +290,7 @@ public:
 
   /// The number of members watched.
   std::size_t size() const noexcept {
-    return wheel_.size() + queue_[ping].size() + queue_[drop].size();
+    return driver_.wheel().size() + queue_[ping].size() + queue_[drop].size();
   }
 
   /// The group's counters (see heartbeat_group_statistics).
@@ -331,7 +328,7 @@ public:
       file(m, rule::next_threshold(minima_, m.activity_.last(), m.pinged_for_));
     } catch (...) {
       if (!was_watched) {
-        wheel_.remove(m);
+        driver_.wheel().remove(m);
         m.group_ = nullptr;
       }
       throw;
@@ -348,11 +345,11 @@ public:
       return false;
     take_out(m);
     m.group_ = nullptr;
-    if (size() == 0 && armed_for_) {
+    if (size() == 0 && driver_.armed()) {
       // Nothing left to watch: let the context's run() return, as after a timer's cancel().
       try {
         timer_.cancel();
-        armed_for_.reset();
+        driver_.disarm();
       } catch (...) {
         // No memory for the aborted wait: it stays armed and wakes to find nothing due.
       }
@@ -375,22 +372,17 @@ private:
   static constexpr std::size_t ping = 0;
   static constexpr std::size_t drop = 1;
 
-  // The group's wheel counts ticks of the context wheel's default length (1 ms), with a
-  // boundary at its construction.
-  static duration tick_length() noexcept { return detail::wheel_driver<Clock>::default_tick(); }
-
-  // The wheel starts at the current time (it is empty: nothing expires). A group with a
-  // range listens to its context's scale; one without never reads it.
+  // A group with a range listens to its context's scale; one without never reads it.
   void start() {
-    wheel_.advance(scale_.floor(clock_type::now()), 0, [](detail::wheel_node&) {});
     if (!options_.ping_after.is_fixed() || !options_.drop_after.is_fixed()) {
       scale_source_ = &timeout_scale::of(ex_);
       this->listen(*scale_source_);
     }
   }
 
-  // Members looked at per run of the group's wait handler at most (due or filed again).
-  static constexpr std::size_t members_per_run = 4096;
+  // Members looked at per run of the group's wait handler at most (due or filed again): the
+  // driver's budget of a turn.
+  static constexpr std::size_t members_per_run = detail::wheel_driver<Clock>::expiry_budget;
 
   // What the group's wait refers to. The wait may have completed, its handler queued, when
   // the group is destroyed (by a handler of the same batch, say), so the handler cannot
@@ -483,45 +475,44 @@ private:
     else if (queue_[drop].holds(m))
       queue_[drop].remove(m);
     else
-      wheel_.remove(m);
+      driver_.wheel().remove(m);
   }
 
-  // Files a watched member for `when`, arming the wait if it is now the earliest.
+  // Files a watched member for `when`, arming the wait if it is now the earliest. A tick
+  // the wheel has reached is judged by the driver's rule first: for a clock stepped back,
+  // the wheel follows the clock, so that the member is filed at its own tick (rather than
+  // due at once, found not due by the rule, and filed again, every wake).
   void file(member& m, const time_point& when) {
-    const tick_type tick = scale_.ceil(when);
-    if constexpr (!Clock::is_steady) {
-      // Behind the wheel's time, which never goes back by itself: the clock may have been
-      // stepped back, and the wheel follows it so that the member is filed at its own tick
-      // (rather than due at once, found not due by the rule, and filed again, every wake).
-      if (tick < wheel_.now())
-        wheel_.rewind(scale_.floor(clock_type::now()));
-    }
-    wheel_.insert(m, tick);
+    const tick_type tick = driver_.scale().ceil(when);
+    driver_.due(tick);
+    driver_.wheel().insert(m, tick);
     if (!delivering_)
       arm();
   }
 
   // Arms the wait for the earliest of the wheel's next expiry and the queues' heads, unless
-  // it is armed for that or earlier (an early wake finds nothing due and arms again).
+  // it is armed for that or earlier (the driver's rule: an early wake finds nothing due and
+  // arms again).
   void arm() {
-    std::optional<tick_type> next = wheel_.next_expiry();
+    std::optional<tick_type> next = driver_.wheel().next_expiry();
     if (scale_source_ != nullptr) {
       const double f = factor();
       for (std::size_t q : {ping, drop}) {
         if (queue_[q].empty())
           continue;
-        const tick_type t = scale_.ceil(head_due(q, f));
+        const tick_type t = driver_.scale().ceil(head_due(q, f));
         if (!next || t < *next)
           next = t;
       }
     }
-    if (!next || (armed_for_ && *armed_for_ <= *next))
+    if (!next || !driver_.needs_alarm(*next))
       return;
-    // Reset first: if arming throws, no wait is known to be armed, and the next arm() tries.
-    armed_for_.reset();
-    timer_.expires_at(scale_.time_of(*next));
+    // Disarmed first: if arming throws, no wait is known to be armed, and the next arm()
+    // tries.
+    driver_.disarm();
+    timer_.expires_at(driver_.scale().time_of(*next));
     timer_.async_wait(wake_handler{anchor_});
-    armed_for_ = *next;
+    driver_.armed_for(*next);
   }
 
   // On the thread that calls timeout_scale::set(), with the scale's lock held: hands the
@@ -548,7 +539,7 @@ private:
   }
 
   void on_wake() {
-    armed_for_.reset();
+    driver_.disarm();
     ++wakeups_;
     run();
   }
@@ -583,7 +574,7 @@ private:
     const range& r = range_of(q);
     const time_point min_at = detail::saturating_add(last, r.min);
     if (r.is_fixed() || now < min_at) {
-      wheel_.insert(m, std::max(scale_.ceil(min_at), now_tick + 1));
+      driver_.wheel().insert(m, std::max(driver_.scale().ceil(min_at), now_tick + 1));
       return;
     }
     detail::node_fifo& fifo = queue_[q];
@@ -612,8 +603,9 @@ private:
       }
     }
     member* due = nullptr;
-    wheel_.advance(q == 2 ? now_tick : std::min(now_tick, scale_.ceil(q_due)), 1,
-                   [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+    driver_.wheel().advance(
+        q == 2 ? now_tick : std::min(now_tick, driver_.scale().ceil(q_due)), 1,
+        [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
     if (due == nullptr && q != 2)
       due = &static_cast<member&>(queue_[q].pop_front());
     return due;
@@ -623,11 +615,8 @@ private:
   // advance() and may change the wheel, or destroy the group (`still` then says so).
   void deliver(const anchor& still) {
     const time_point now = clock_type::now();
-    const tick_type now_tick = scale_.floor(now);
-    // A clock stepped back: members filed after now_tick are not due, however far the
-    // wheel's time went (see file()).
-    if constexpr (!Clock::is_steady)
-      wheel_.rewind(now_tick);
+    // A clock stepped back: members filed after now_tick are not due (see file()).
+    const tick_type now_tick = driver_.turn_at(now);
     for (std::size_t taken = 0; taken < members_per_run; ++taken) {
       member* due = take_due(now, now_tick);
       if (due == nullptr)
@@ -665,10 +654,16 @@ private:
   // The thresholds at factor 0: where every spell's first wait ends.
   thresholds minima_{options_.ping_after.min, options_.drop_after.min};
   event_handler on_event_;
-  // Every watched member waits here until the minimum of its next threshold (or, when that
-  // is fixed, the threshold itself) has passed since its last touch, filed at that tick (or
-  // earlier, when it was touched since: it is filed again then), in the ticks of scale_.
-  detail::timing_wheel wheel_;
+  // Every watched member waits in its wheel until the minimum of its next threshold (or,
+  // when that is fixed, the threshold itself) has passed since its last touch, filed at that
+  // tick (or earlier, when it was touched since: it is filed again then). Ticks of the
+  // context wheel's default length (1 ms), with a boundary at the group's construction. The
+  // wait is armed by the driver's rule, no later than the wheel's next expiry and the
+  // queues' heads at the factor last read (a later factor only makes the wait early).
+  // Members are taken one per advance(), so cascades are not bounded (see wheel_driver's
+  // constructor); runs are, by members_per_run.
+  detail::wheel_driver<Clock> driver_{detail::wheel_driver<Clock>::default_tick(),
+                                      detail::timing_wheel::unlimited};
   // Members past the minimum of their next threshold, by event, first in first out: see the
   // design note. Empty while the thresholds are fixed.
   detail::node_fifo queue_[2] = {detail::node_fifo(detail::node_fifo::first_id),
@@ -676,13 +671,8 @@ private:
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   // The timer's executor, copied once: scale_changed() posts to it from other threads.
   const executor_type ex_;
-  detail::tick_scale<Clock> scale_;
   // The context's scale factor, if a threshold is a range; nullptr, and never read, if not.
   timeout_scale* scale_source_ = nullptr;
-  // The tick the wait is armed for; empty while no wait is pending (or one was cancelled).
-  // Invariant: empty, or no later than the wheel's next expiry and the queues' heads at the
-  // factor last read (a later factor only makes the wait early).
-  std::optional<tick_type> armed_for_;
   // Shared with the pending wait's handler; see anchor.
   std::shared_ptr<anchor> anchor_;
   // True while the wait handler delivers events: it arms the wait when it is done.

@@ -44,7 +44,13 @@ public:
   static constexpr std::size_t expiry_budget = 4096;
   static constexpr std::size_t cascade_budget = 16384;
 
-  explicit wheel_driver(duration tick = default_tick()) { reset(tick); }
+  // `cascade_limit`: cascade_budget, or for an owner that takes one entry per advance() and
+  // compares it with work of its own (heartbeat_group), timing_wheel::unlimited, so that a
+  // partial cascade does not end a take early.
+  explicit wheel_driver(duration tick = default_tick(), std::size_t cascade_limit = cascade_budget)
+      : cascade_limit_(cascade_limit) {
+    reset(tick);
+  }
 
   wheel_driver(const wheel_driver&) = delete;
   wheel_driver& operator=(const wheel_driver&) = delete;
@@ -55,7 +61,7 @@ public:
     const time_point now = Clock::now();
     scale_ = tick_scale<Clock>(tick, now);
     wheel_.emplace(scale_.floor(now));
-    wheel_->set_cascade_limit(cascade_budget);
+    wheel_->set_cascade_limit(cascade_limit_);
   }
 
   // Longest tick accepted by set_tick(); beyond it a wheel is the wrong tool.
@@ -102,14 +108,15 @@ public:
     }
   }
 
-  // The start of a turn: the clock's tick now. For a clock stepped back, the wheel follows
-  // it, so that what it holds for later ticks is not due, however far the wheel's time went;
-  // an entry re-filed in the turn lands after `now`, so the turn cannot meet it again.
-  tick_type turn_now() {
-    const tick_type now = scale_.floor(Clock::now());
+  // The start of a turn at `now`, read from the clock: its tick. For a clock stepped back,
+  // the wheel follows it, so that what it holds for later ticks is not due, however far the
+  // wheel's time went; an entry re-filed in the turn lands after `now`, so the turn cannot
+  // meet it again.
+  tick_type turn_at(const time_point& now) {
+    const tick_type tick = scale_.floor(now);
     if constexpr (!Clock::is_steady)
-      wheel_->rewind(now);
-    return now;
+      wheel_->rewind(tick);
+    return tick;
   }
 
   // One step of a turn: at most expiry_budget entries due by `now`, in deadline order (see
@@ -140,6 +147,7 @@ private:
     return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
   }
 
+  std::size_t cascade_limit_;
   // Tick length and the instant of tick 0 of wheel_.
   tick_scale<Clock> scale_;
   // Re-created by reset() (only while empty), hence optional.

@@ -364,7 +364,7 @@ private:
   // wheel, a continuation is queued, and std::bad_alloc leaves run(): the next run() carries
   // on. Called with the lock held; releases it.
   void expire(std::unique_lock<futex_mutex>& lock) {
-    const tick_type now = queue_.driver().turn_now();
+    const tick_type now = queue_.driver().turn_at(Clock::now());
     expiry_batch batch(now, queue_.counters());
     bool short_of_memory = false;
     const bool done = queue_.take_due(now, batch, short_of_memory);
