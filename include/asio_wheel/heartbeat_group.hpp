@@ -12,7 +12,7 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/activity_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
-#include <asio_wheel/detail/node_fifo.hpp>
+#include <asio_wheel/detail/threshold_queues.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wheel_driver.hpp>
 #include <asio_wheel/timeout_scale.hpp>
@@ -33,36 +33,7 @@
 
 namespace asio_wheel {
 
-// Design of the scaled thresholds (timeout_scale.hpp), after Envoy's scaled range timers
-// (envoy source/common/event/scaled_range_timer_manager_impl.{h,cc}).
-//
-// Each threshold is a range [min, max]; the threshold in force is min + f * (max - min) for
-// the context's factor f. A member first waits, in the group's wheel, for min since its last
-// touch: no factor can bring its event earlier. Once min has passed (with no touch since),
-// it joins the FIFO queue of that event (ping or drop: all members share the ranges, so one
-// queue each), keyed by the time it joined, which is last touch + min, raised to the key of
-// the queue's tail if that is later so that the keys never decrease. The head of a queue is
-// then its earliest: a queue is due at head key + f * (max - min), and the group's one wait
-// is armed for the earliest of the wheel's next expiry and the queues' heads. A change of f
-// moves two instants, not the members: the group re-arms its wait, on its own executor, and
-// a member already past its new threshold is taken in the next run. O(1) work per change, no
-// walk over the members.
-//
-// The queue's links are the wheel's (detail/node_fifo.hpp): a member is in the wheel or in
-// one queue, so the member stays 56 bytes. Lazy re-arm still applies: touch() does not move
-// a member; a member taken from a queue (or the wheel) that was touched since is filed again
-// from its new stamp, in the wheel if its new min is still ahead, else at the tail of the
-// queue.
-//
-// Keys raised to the tail's make a member's queue time later than its own min, never
-// earlier, so a member is never judged due early; it may be taken late by the disorder of
-// the joins, which is under a tick (members join in the order the wheel expires them, tick
-// by tick) except on a clock stepped back (late by up to the step, as everywhere else). And
-// every member is judged by its own stamp and the factor read at that moment before an
-// event is delivered (never early with respect to the threshold in force then).
-//
-// A group whose ranges are all fixed (min == max, plain durations) never uses the queues and
-// does not listen to the scale: it works, and costs, exactly as before ranges existed.
+// The thresholds that are ranges, and the queues they need: see detail/threshold_queues.hpp.
 
 /// A snapshot of a heartbeat_group's activity; see basic_heartbeat_group::statistics().
 struct heartbeat_group_statistics {
@@ -276,8 +247,7 @@ public:
       static_cast<member&>(node).group_ = nullptr;
     };
     driver_.wheel().clear(forget);
-    queue_[ping].clear(forget);
-    queue_[drop].clear(forget);
+    queues_.clear(forget);
   }
 
   /// Get the executor associated with the object.
@@ -289,9 +259,7 @@ public:
   const options& get_options() const noexcept { return options_; }
 
   /// The number of members watched.
-  std::size_t size() const noexcept {
-    return driver_.wheel().size() + queue_[ping].size() + queue_[drop].size();
-  }
+  std::size_t size() const noexcept { return driver_.wheel().size() + queues_.size(); }
 
   /// The group's counters (see heartbeat_group_statistics).
   /**
@@ -367,10 +335,7 @@ private:
     duration drop_after;
   };
 
-  // The two queues of members past the minimum of their next threshold (see the design
-  // note at the top of this file), indexed by the event they wait for.
-  static constexpr std::size_t ping = 0;
-  static constexpr std::size_t drop = 1;
+  using queues = detail::threshold_queues<Clock, range>;
 
   // A group with a range listens to its context's scale; one without never reads it.
   void start() {
@@ -448,33 +413,9 @@ private:
     return {options_.ping_after.at(f), options_.drop_after.at(f)};
   }
 
-  // Queue keys: time points of the clock, stored in a node's 64 bits.
-  static std::uint64_t key_of(const time_point& t) noexcept {
-    return static_cast<std::uint64_t>(t.time_since_epoch().count());
-  }
-  static time_point time_of_key(std::uint64_t key) noexcept {
-    return time_point(duration(static_cast<typename duration::rep>(key)));
-  }
-
-  const range& range_of(std::size_t q) const noexcept {
-    return q == ping ? options_.ping_after : options_.drop_after;
-  }
-
-  // When the head of queue `q` is due at factor f: its key plus the scaled part of its
-  // range. Precondition: not empty.
-  time_point head_due(std::size_t q, double f) const noexcept {
-    const range& r = range_of(q);
-    return detail::saturating_add(time_of_key(detail::node_fifo::key(queue_[q].front())),
-                                  r.at(f) - r.min);
-  }
-
   // Unlinks a watched member from wherever it waits.
   void take_out(member& m) noexcept {
-    if (queue_[ping].holds(m))
-      queue_[ping].remove(m);
-    else if (queue_[drop].holds(m))
-      queue_[drop].remove(m);
-    else
+    if (!queues_.remove(m))
       driver_.wheel().remove(m);
   }
 
@@ -495,15 +436,11 @@ private:
   // arms again).
   void arm() {
     std::optional<tick_type> next = driver_.wheel().next_expiry();
-    if (scale_source_ != nullptr) {
-      const double f = factor();
-      for (std::size_t q : {ping, drop}) {
-        if (queue_[q].empty())
-          continue;
-        const tick_type t = driver_.scale().ceil(head_due(q, f));
-        if (!next || t < *next)
-          next = t;
-      }
+    time_point head{};
+    if (scale_source_ != nullptr && queues_.earliest(factor(), head)) {
+      const tick_type t = driver_.scale().ceil(head);
+      if (!next || t < *next)
+        next = t;
     }
     if (!next || !driver_.needs_alarm(*next))
       return;
@@ -570,44 +507,28 @@ private:
   // threshold's queue.
   void place(member& m, const thresholds& th, const time_point& last, const time_point& now,
              tick_type now_tick) noexcept {
-    const std::size_t q = rule::may_ping(th, last, m.pinged_for_) ? ping : drop;
-    const range& r = range_of(q);
+    const std::size_t q = rule::may_ping(th, last, m.pinged_for_) ? queues::ping : queues::drop;
+    const range& r = queues_.range(q);
     const time_point min_at = detail::saturating_add(last, r.min);
     if (r.is_fixed() || now < min_at) {
       driver_.wheel().insert(m, std::max(driver_.scale().ceil(min_at), now_tick + 1));
       return;
     }
-    detail::node_fifo& fifo = queue_[q];
-    // Keys never decrease along a queue, so that its head is its earliest: a later key is
-    // a later look, never an early one.
-    const time_point key =
-        fifo.empty() ? min_at : std::max(min_at, time_of_key(detail::node_fifo::key(fifo.back())));
-    fifo.push_back(m, key_of(key));
+    queues_.push(q, m, min_at);
   }
 
   // The member to look at next, in the order of the instants they are due at: the wheel's
   // due members and the heads of the queues due by `now`. nullptr when none is due.
   member* take_due(const time_point& now, tick_type now_tick) {
-    std::size_t q = 2; // none
     time_point q_due{};
-    if (scale_source_ != nullptr) {
-      const double f = factor();
-      for (std::size_t c : {ping, drop}) {
-        if (queue_[c].empty())
-          continue;
-        const time_point t = head_due(c, f);
-        if (t <= now && (q == 2 || t < q_due)) {
-          q = c;
-          q_due = t;
-        }
-      }
-    }
+    const std::size_t q =
+        scale_source_ != nullptr ? queues_.due_head(now, factor(), q_due) : queues::none;
     member* due = nullptr;
     driver_.wheel().advance(
-        q == 2 ? now_tick : std::min(now_tick, driver_.scale().ceil(q_due)), 1,
+        q == queues::none ? now_tick : std::min(now_tick, driver_.scale().ceil(q_due)), 1,
         [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
-    if (due == nullptr && q != 2)
-      due = &static_cast<member&>(queue_[q].pop_front());
+    if (due == nullptr && q != queues::none)
+      due = &static_cast<member&>(queues_.pop(q));
     return due;
   }
 
@@ -664,10 +585,9 @@ private:
   // constructor); runs are, by members_per_run.
   detail::wheel_driver<Clock> driver_{detail::wheel_driver<Clock>::default_tick(),
                                       detail::timing_wheel::unlimited};
-  // Members past the minimum of their next threshold, by event, first in first out: see the
-  // design note. Empty while the thresholds are fixed.
-  detail::node_fifo queue_[2] = {detail::node_fifo(detail::node_fifo::first_id),
-                                 detail::node_fifo(detail::node_fifo::first_id + 1)};
+  // Members past the minimum of their next threshold, by event, first in first out: see
+  // detail/threshold_queues.hpp. Empty while the thresholds are fixed.
+  queues queues_{options_.ping_after, options_.drop_after};
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   // The timer's executor, copied once: scale_changed() posts to it from other threads.
   const executor_type ex_;
