@@ -111,7 +111,7 @@ NAME_RULES = [
     # io_context::stopped() from the drain: takes the scheduler's mutex, once per handler.
     ("stopped", r"asio::io_context::stopped\(\)|" + A + r"scheduler::stopped\(\)"),
     # Moving a wait out of its timer's inline storage.
-    ("moveout", W + r"wheel_service<>::(evict|move_inline)\(|spare_block|" + W +
+    ("moveout", W + r"(evict|move_inline|move_waits)\(|spare_block|block_reserve::|" + W +
      r"wait_op::relocate\(|_Optional_payload|_Optional_base|std::optional<>::~optional|" + F +
      r"floor_service::evict\(|" + F + r"arena::(take|grow)\("),
     # Locks.
@@ -119,18 +119,20 @@ NAME_RULES = [
      r"__pthread_mutex_unlock_usercnt|lll_lock_wait|std::unique_lock<>|std::lock_guard<>"),
     # Time.
     ("time", r"steady_clock::now|clock_gettime|tick_scale<>|chrono_time_traits<>::|"
-     r"basic_wheel_timer<>::add\(|std::chrono::"),
+     r"(basic_wheel_timer|wheel_timer_impl)<>::add\(|wheel_driver<>::turn_at\(|std::chrono::"),
     # Work counting.
     ("work", A + r"scheduler::(work_started|work_finished|compensating_work_started)\(|"
      r"work_cleanup|task_cleanup|executor_work_guard|on_work_(started|finished)|"
      r"outstanding_work"),
     # The wheel, and the timer queue's heap.
-    ("queue", W + r"timing_wheel::|" + W + r"wheel_service<>::file\(|timer_queue<>::|"
+    ("queue", W + r"timing_wheel::|" + W + r"timer_queue<>::(file|refile|unfile)\(|" + A +
+     r"timer_queue<>::|"
      r"timer_queue_set::|heap_entry"),
     # The reactor's timer glue.
     ("reactor", A + r"epoll_reactor::|timerfd_settime|epoll_wait|epoll_ctl"),
     # The wheel's one Asio timer.
-    ("driver", W + r"wheel_service<>::(arm_if_earlier|vacate|start)\(|" + F +
+    ("driver", W + r"wheel_service<>::(arm_if_earlier|start)\(|" + W + r"service_alarm<>::|" +
+     W + r"wheel_driver<>::(needs_alarm|armed_for|disarm|armed)\(|" + F +
      r"floor_service::(arm|disarm|start)\("),
     # Choosing the handler's executor.
     ("executor", r"get_associated_executor|associated_executor<>|is_home|target_if|target_type|"
@@ -147,11 +149,12 @@ NAME_RULES = [
      A + r"scheduler::post\(|scheduler::do_dispatch|"
      r"executor_op<>::ptr|executor_function::executor_function|executor_function::impl<>|"
      r"any_executor_base::execute|basic_executor_type<>::execute|" + W +
-     r"wheel_service<>::requeue_front"),
+     r"service_home::post|" + W + r"own_post<>::post|ready_queue::push_front|"
+     r"complete\(\)::\{lambda"),
     # Op construction and storage.
     ("op", W + r"wait_handler_op<>::(create|create_at|wait_handler_op)|^create_at<>|^create<>|"
      r"^wait_handler_op<> \[|" + W + r"wait_op::wait_op|block_cache::(allocate|lists)|"
-     r"block_cache_allocator<>::allocate|" + W + r"wheel_service<>::discard|"
+     r"block_cache_allocator<>::allocate|" + W + r"discard\(|" + W + r"make_wait_op<>|"
      r"wait_handler<>::ptr::allocate|^wait_handler \[|" + A + r"wait_handler<>::wait_handler|" +
      A + r"wait_op::wait_op|scheduler_operation::scheduler_operation|"
      r"thread_info_base::allocate|recycling_allocator<>::allocate|aligned_new|"
@@ -176,14 +179,17 @@ NAME_RULES = [
      r"wake_one_thread)\(|asio::io_context::(run|poll|run_one|poll_one)\(|"
      r"scheduler_operation::complete|call_stack|top_of_thread_call_stack|keyword_tss_ptr|"
      r"rethrow_pending_exception|executor_op<>::do_complete|executor_function::complete|" + W +
-     r"wheel_service<>::(drain|run)\(|" + W + r"wait_op::complete\(|requeue_rest|" + F +
+     r"wheel_service<>::(drain|complete)\(|" + W + r"complete_batch<>|" + W + r"wait_op::complete\(|requeue_rest|" + F +
      r"floor_service::drain\(|"
      r"make_ready\(\)::\{lambda\(\)#1\}::operator|binder0"),
     # The benchmark's own loop.
     ("bench", r"\[callgrind_ops\.cpp|callgrind_measured_region|_Function_handler|std::function<>"),
     # What remains of our own code and of Asio's timer service: checks, lists, queues.
-    ("glue", W + r"wheel_service<>|" + W + r"timer_entry|basic_wheel_timer<>|async_wait<>|"
-     r"\[wheel_service\.hpp|\[basic_wheel_timer\.hpp|\[wait_op\.hpp|initiate_async_wait|"
+    ("glue", W + r"(wheel_service|timer_queue|wheel_timer_impl|wheel_driver)<>|" + W +
+     r"(timer_entry|ready_queue|expiry_batch)|basic_wheel_timer<>|async_wait<>|"
+     r"\[(wheel_service|timer_queue|timer_entry|completion|wheel_timer_impl|wheel_driver|"
+     r"service_alarm|handler_executor)\.hpp|"
+     r"\[basic_wheel_timer\.hpp|\[wait_op\.hpp|initiate_async_wait|"
      r"deadline_timer_service<>|basic_waitable_timer<>|io_object_impl|" + A +
      r"wait_op\b|per_timer_data|" + F + r"|\[floor_timer\.hpp"),
 ]
@@ -194,9 +200,9 @@ LINE_RULES = [
     ("slot", r"cancellation|\bslot\b"),
     ("op", r"inline_busy_|create_at|create\(|home_op|fits_inline|op_type|busy_slot"),
     ("executor", r"is_home|get_associated_executor|executor_\.visit"),
-    ("time", r"scale_\.|time_point::max|clock_type::now"),
-    ("queue", r"wheel_->|file\("),
-    ("driver", r"driver_|arm_if_earlier|armed_|arm\("),
+    ("time", r"scale_\.|scale\(\)\.|time_point::max|clock_type::now"),
+    ("queue", r"wheel_->|wheel\(\)\.|file\(|enqueue\("),
+    ("driver", r"alarm_|arm_if_earlier|armed_|arm\("),
     ("moveout", r"spare|evict|relocate"),
 ]
 

@@ -9,31 +9,18 @@
 #ifndef ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
 #define ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
 
-#include <asio_wheel/detail/io_executor_holder.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
+#include <asio_wheel/detail/wheel_timer_impl.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
 #include <cstddef>
-#include <limits>
-#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
 
 namespace asio_wheel {
-
-namespace detail {
-// Lets the library's own timer types move a pending wait without aborting it.
-struct timer_access {
-  template <typename Timer>
-  static void retarget(Timer& timer, const typename Timer::time_point& expiry) {
-    timer.service_->retarget(timer.entry_, expiry); // first: if it throws, nothing changed
-    timer.expiry_ = expiry;
-  }
-};
-} // namespace detail
 
 /// Provides waitable timer functionality on a hashed hierarchical timing wheel.
 /**
@@ -76,6 +63,7 @@ template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
 class basic_wheel_timer {
   using service_type = detail::wheel_service<Clock, WaitTraits>;
+  using impl_type = detail::wheel_timer_impl<Clock, WaitTraits, Executor>;
 
 public:
   /// The type of the executor associated with the object.
@@ -109,8 +97,7 @@ public:
    * @param ex The I/O executor that the timer will use, by default, to dispatch handlers
    * for any asynchronous operations performed on the timer.
    */
-  explicit basic_wheel_timer(const executor_type& ex)
-      : service_(&asio::use_service<service_type>(context_of(ex))), executor_(ex, *service_) {}
+  explicit basic_wheel_timer(const executor_type& ex) : impl_(ex) {}
 
   /// Constructor.
   /**
@@ -125,13 +112,11 @@ public:
       ExecutionContext& context,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : service_(&asio::use_service<service_type>(context)),
-        executor_(context.get_executor(), *service_) {}
+      : impl_(context) {}
 
   /// Constructor to set a particular expiry time as an absolute time.
-  basic_wheel_timer(const executor_type& ex, const time_point& expiry_time)
-      : basic_wheel_timer(ex) {
-    expiry_ = expiry_time;
+  basic_wheel_timer(const executor_type& ex, const time_point& expiry_time) : impl_(ex) {
+    impl_.expires_at(expiry_time);
   }
 
   /// Constructor to set a particular expiry time as an absolute time.
@@ -140,13 +125,13 @@ public:
       ExecutionContext& context, const time_point& expiry_time,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : basic_wheel_timer(context) {
-    expiry_ = expiry_time;
+      : impl_(context) {
+    impl_.expires_at(expiry_time);
   }
 
   /// Constructor to set a particular expiry time relative to now.
-  basic_wheel_timer(const executor_type& ex, const duration& expiry_time) : basic_wheel_timer(ex) {
-    expiry_ = add(clock_type::now(), expiry_time);
+  basic_wheel_timer(const executor_type& ex, const duration& expiry_time) : impl_(ex) {
+    impl_.expires_after(expiry_time);
   }
 
   /// Constructor to set a particular expiry time relative to now.
@@ -155,8 +140,8 @@ public:
       ExecutionContext& context, const duration& expiry_time,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : basic_wheel_timer(context) {
-    expiry_ = add(clock_type::now(), expiry_time);
+      : impl_(context) {
+    impl_.expires_after(expiry_time);
   }
 
   /// Move-construct a basic_wheel_timer from another.
@@ -165,13 +150,13 @@ public:
    * the basic_wheel_timer(const executor_type&) constructor. Pending waits move with the
    * timer, and their per-operation cancellation keeps working.
    */
-  basic_wheel_timer(basic_wheel_timer&& other) : basic_wheel_timer(move_tag{}, std::move(other)) {}
+  basic_wheel_timer(basic_wheel_timer&& other) : impl_(std::move(other.impl_)) {}
 
   /// Move-construct a basic_wheel_timer from another, with a convertible executor.
   template <typename Executor1>
   basic_wheel_timer(basic_wheel_timer<Clock, WaitTraits, Executor1>&& other,
                     std::enable_if_t<std::is_convertible_v<Executor1, Executor>>* = nullptr)
-      : basic_wheel_timer(move_tag{}, std::move(other)) {}
+      : impl_(std::move(other.impl_)) {}
 
   /// Move-assign a basic_wheel_timer from another.
   /**
@@ -180,7 +165,7 @@ public:
    * using the basic_wheel_timer(const executor_type&) constructor.
    */
   basic_wheel_timer& operator=(basic_wheel_timer&& other) {
-    move_assign(std::move(other));
+    impl_.move_assign(other.impl_);
     return *this;
   }
 
@@ -188,7 +173,7 @@ public:
   template <typename Executor1>
   std::enable_if_t<std::is_convertible_v<Executor1, Executor>, basic_wheel_timer&>
   operator=(basic_wheel_timer<Clock, WaitTraits, Executor1>&& other) {
-    move_assign(std::move(other));
+    impl_.move_assign(other.impl_);
     return *this;
   }
 
@@ -197,7 +182,7 @@ public:
    * This function destroys the timer, cancelling any outstanding asynchronous wait
    * operations associated with the timer as if by calling @c cancel.
    */
-  ~basic_wheel_timer() { release(true); }
+  ~basic_wheel_timer() = default;
 
   basic_wheel_timer(const basic_wheel_timer&) = delete;
   basic_wheel_timer& operator=(const basic_wheel_timer&) = delete;
@@ -207,7 +192,9 @@ public:
    * Returns a const reference with Asio 1.26 and later, a copy before, as
    * asio::basic_waitable_timer does.
    */
-  detail::get_executor_result_t<executor_type> get_executor() noexcept { return executor_.get(); }
+  detail::get_executor_result_t<executor_type> get_executor() noexcept {
+    return impl_.get_executor();
+  }
 
   /// Cancel any asynchronous operations that are waiting on the timer.
   /**
@@ -224,11 +211,7 @@ public:
    * asynchronous wait operations will have already been invoked or queued for invocation,
    * and can no longer be cancelled: they complete with success.
    */
-  std::size_t cancel() {
-    if (!entry_.might_be_filed_)
-      return 0;
-    return service_->cancel(entry_);
-  }
+  std::size_t cancel() { return impl_.cancel(); }
 
   /// Cancels one asynchronous operation that is waiting on the timer.
   /**
@@ -238,10 +221,10 @@ public:
    *
    * @return The number of asynchronous operations that were cancelled: zero or one.
    */
-  std::size_t cancel_one() { return service_->cancel_one(entry_); }
+  std::size_t cancel_one() { return impl_.cancel_one(); }
 
   /// Get the timer's expiry time as an absolute time.
-  time_point expiry() const { return expiry_; }
+  time_point expiry() const { return impl_.expiry(); }
 
   /// Set the timer's expiry time as an absolute time.
   /**
@@ -251,11 +234,7 @@ public:
    *
    * @return The number of asynchronous operations that were cancelled.
    */
-  std::size_t expires_at(const time_point& expiry_time) {
-    const std::size_t n = cancel();
-    expiry_ = expiry_time;
-    return n;
-  }
+  std::size_t expires_at(const time_point& expiry_time) { return impl_.expires_at(expiry_time); }
 
   /// Set the timer's expiry time relative to now.
   /**
@@ -266,7 +245,7 @@ public:
    * @return The number of asynchronous operations that were cancelled.
    */
   std::size_t expires_after(const duration& expiry_time) {
-    return expires_at(add(clock_type::now(), expiry_time));
+    return impl_.expires_after(expiry_time);
   }
 
   /// Perform a blocking wait on the timer.
@@ -294,9 +273,10 @@ public:
     ec = error_code();
     // The duration overload of to_wait_duration, as Asio's timer uses: the time_point one
     // overflows computing now + duration::max().
-    for (time_point now = clock_type::now(); now < expiry_; now = clock_type::now()) {
+    const time_point expiry = impl_.expiry();
+    for (time_point now = clock_type::now(); now < expiry; now = clock_type::now()) {
       typename duration::rep left{};
-      if (__builtin_sub_overflow(expiry_.time_since_epoch().count(), now.time_since_epoch().count(),
+      if (__builtin_sub_overflow(expiry.time_since_epoch().count(), now.time_since_epoch().count(),
                                  &left))
         left = duration::max().count();
       std::this_thread::sleep_for(traits_type::to_wait_duration(duration(left)));
@@ -357,7 +337,7 @@ public:
    */
   template <typename WaitToken = asio::default_completion_token_t<executor_type>>
   auto async_wait(WaitToken&& token = asio::default_completion_token_t<executor_type>()) {
-    return asio::async_initiate<WaitToken, void(error_code)>(initiate_async_wait(this), token);
+    return impl_.async_wait(std::forward<WaitToken>(token));
   }
 
   /// Set the length of a tick of the wheel of @c context for this clock.
@@ -381,100 +361,8 @@ public:
 private:
   template <typename, typename, typename>
   friend class basic_wheel_timer;
-  friend struct detail::timer_access;
 
-  struct move_tag {};
-
-  template <typename Other>
-  basic_wheel_timer(move_tag, Other&& other)
-      : service_(other.service_), executor_(other.executor_.get(), *other.service_),
-        expiry_(other.expiry_) {
-    other.expiry_ = time_point();
-    take_waits(other);
-  }
-
-  template <typename Other>
-  void move_assign(Other&& other) {
-    if (static_cast<void*>(this) == static_cast<void*>(&other))
-      return;
-    release(false);
-    service_ = other.service_;
-    executor_ = executor_holder(other.executor_.get(), *other.service_);
-    expiry_ = other.expiry_;
-    other.expiry_ = time_point();
-    take_waits(other);
-  }
-
-  template <typename Other>
-  void take_waits(Other& other) {
-    if (!std::exchange(other.entry_.might_be_filed_, false))
-      return;
-    entry_.might_be_filed_ = true;
-    service_->move_entry(entry_, other.entry_);
-  }
-
-  // Aborts the pending waits, as cancel(), and leaves the wheel: the timer is going. If it
-  // throws (only when assigned over), nothing changed.
-  void release(bool from_destructor) {
-    if (entry_.might_be_filed_) {
-      service_->release(entry_, from_destructor);
-      entry_.might_be_filed_ = false;
-    }
-  }
-
-  // The execution context of a standard executor, or of a Networking TS one (such as the
-  // legacy io_context::strand), which has no properties to query; Asio's I/O objects accept
-  // both.
-  static asio::execution_context& context_of(const executor_type& ex) {
-    if constexpr (asio::execution::is_executor<executor_type>::value)
-      return asio::query(ex, asio::execution::context);
-    else
-      return ex.context();
-  }
-
-  // Asio's saturating time_point + duration.
-  static time_point add(const time_point& t, const duration& d) {
-    const time_point epoch;
-    if (t >= epoch) {
-      if ((time_point::max)() - t < d)
-        return (time_point::max)();
-    } else if (-(t - (time_point::min)()) > d) {
-      return (time_point::min)();
-    }
-    return t + d;
-  }
-
-  class initiate_async_wait {
-  public:
-    using executor_type = Executor;
-
-    explicit initiate_async_wait(basic_wheel_timer* self) noexcept : self_(self) {}
-
-    executor_type get_executor() const noexcept { return self_->executor_.get(); }
-
-    template <typename WaitHandler>
-    void operator()(WaitHandler&& handler) const {
-      static_assert(std::is_invocable_v<std::decay_t<WaitHandler>&&, error_code>,
-                    "WaitHandler must be callable as void(error_code)");
-      self_->executor_.visit([&](const auto& io_ex) {
-        self_->service_->async_wait(self_->entry_, self_->expiry_,
-                                    std::forward<WaitHandler>(handler), io_ex);
-      });
-      self_->entry_.might_be_filed_ = true;
-    }
-
-  private:
-    basic_wheel_timer* self_;
-  };
-
-  using executor_holder = detail::io_executor_holder<Executor>;
-
-  // Never null: timers are always bound to their context's service.
-  service_type* service_;
-  executor_holder executor_;
-  time_point expiry_{};
-  // In the service's wheel while waits are pending; the service guards its contents.
-  detail::timer_entry entry_;
+  impl_type impl_;
 };
 
 } // namespace asio_wheel

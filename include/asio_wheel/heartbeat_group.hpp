@@ -12,10 +12,9 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/activity_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
-#include <asio_wheel/detail/node_fifo.hpp>
-#include <asio_wheel/detail/tick_scale.hpp>
+#include <asio_wheel/detail/threshold_queues.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
-#include <asio_wheel/detail/wheel_service.hpp>
+#include <asio_wheel/detail/wheel_driver.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
@@ -34,36 +33,7 @@
 
 namespace asio_wheel {
 
-// Design of the scaled thresholds (timeout_scale.hpp), after Envoy's scaled range timers
-// (envoy source/common/event/scaled_range_timer_manager_impl.{h,cc}).
-//
-// Each threshold is a range [min, max]; the threshold in force is min + f * (max - min) for
-// the context's factor f. A member first waits, in the group's wheel, for min since its last
-// touch: no factor can bring its event earlier. Once min has passed (with no touch since),
-// it joins the FIFO queue of that event (ping or drop: all members share the ranges, so one
-// queue each), keyed by the time it joined, which is last touch + min, raised to the key of
-// the queue's tail if that is later so that the keys never decrease. The head of a queue is
-// then its earliest: a queue is due at head key + f * (max - min), and the group's one wait
-// is armed for the earliest of the wheel's next expiry and the queues' heads. A change of f
-// moves two instants, not the members: the group re-arms its wait, on its own executor, and
-// a member already past its new threshold is taken in the next run. O(1) work per change, no
-// walk over the members.
-//
-// The queue's links are the wheel's (detail/node_fifo.hpp): a member is in the wheel or in
-// one queue, so the member stays 56 bytes. Lazy re-arm still applies: touch() does not move
-// a member; a member taken from a queue (or the wheel) that was touched since is filed again
-// from its new stamp, in the wheel if its new min is still ahead, else at the tail of the
-// queue.
-//
-// Keys raised to the tail's make a member's queue time later than its own min, never
-// earlier, so a member is never judged due early; it may be taken late by the disorder of
-// the joins, which is under a tick (members join in the order the wheel expires them, tick
-// by tick) except on a clock stepped back (late by up to the step, as everywhere else). And
-// every member is judged by its own stamp and the factor read at that moment before an
-// event is delivered (never early with respect to the threshold in force then).
-//
-// A group whose ranges are all fixed (min == max, plain durations) never uses the queues and
-// does not listen to the scale: it works, and costs, exactly as before ranges existed.
+// The thresholds that are ranges, and the queues they need: see detail/threshold_queues.hpp.
 
 /// A snapshot of a heartbeat_group's activity; see basic_heartbeat_group::statistics().
 struct heartbeat_group_statistics {
@@ -250,8 +220,7 @@ public:
    */
   basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
-        ex_(timer_.get_executor()), scale_(tick_length(), clock_type::now()),
-        anchor_(std::make_shared<anchor>(anchor{this})) {
+        ex_(timer_.get_executor()), anchor_(std::make_shared<anchor>(anchor{this})) {
     start();
   }
 
@@ -262,8 +231,7 @@ public:
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
       : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
-        ex_(timer_.get_executor()), scale_(tick_length(), clock_type::now()),
-        anchor_(std::make_shared<anchor>(anchor{this})) {
+        ex_(timer_.get_executor()), anchor_(std::make_shared<anchor>(anchor{this})) {
     start();
   }
 
@@ -278,9 +246,8 @@ public:
     const auto forget = [](detail::wheel_node& node) {
       static_cast<member&>(node).group_ = nullptr;
     };
-    wheel_.clear(forget);
-    queue_[ping].clear(forget);
-    queue_[drop].clear(forget);
+    driver_.wheel().clear(forget);
+    queues_.clear(forget);
   }
 
   /// Get the executor associated with the object.
@@ -292,9 +259,7 @@ public:
   const options& get_options() const noexcept { return options_; }
 
   /// The number of members watched.
-  std::size_t size() const noexcept {
-    return wheel_.size() + queue_[ping].size() + queue_[drop].size();
-  }
+  std::size_t size() const noexcept { return driver_.wheel().size() + queues_.size(); }
 
   /// The group's counters (see heartbeat_group_statistics).
   /**
@@ -331,7 +296,7 @@ public:
       file(m, rule::next_threshold(minima_, m.activity_.last(), m.pinged_for_));
     } catch (...) {
       if (!was_watched) {
-        wheel_.remove(m);
+        driver_.wheel().remove(m);
         m.group_ = nullptr;
       }
       throw;
@@ -363,29 +328,19 @@ private:
     duration drop_after;
   };
 
-  // The two queues of members past the minimum of their next threshold (see the design
-  // note at the top of this file), indexed by the event they wait for.
-  static constexpr std::size_t ping = 0;
-  static constexpr std::size_t drop = 1;
+  using queues = detail::threshold_queues<Clock, range>;
 
-  // The group's wheel counts ticks of the context wheel's default length (1 ms), with a
-  // boundary at its construction.
-  static duration tick_length() noexcept {
-    return detail::wheel_service<Clock, WaitTraits>::default_tick();
-  }
-
-  // The wheel starts at the current time (it is empty: nothing expires). A group with a
-  // range listens to its context's scale; one without never reads it.
+  // A group with a range listens to its context's scale; one without never reads it.
   void start() {
-    wheel_.advance(scale_.floor(clock_type::now()), 0, [](detail::wheel_node&) {});
     if (!options_.ping_after.is_fixed() || !options_.drop_after.is_fixed()) {
       scale_source_ = &timeout_scale::of(ex_);
       this->listen(*scale_source_);
     }
   }
 
-  // Members looked at per run of the group's wait handler at most (due or filed again).
-  static constexpr std::size_t members_per_run = 4096;
+  // Members looked at per run of the group's wait handler at most (due or filed again): the
+  // driver's budget of a turn.
+  static constexpr std::size_t members_per_run = detail::wheel_driver<Clock>::expiry_budget;
 
   // What the group's wait refers to. The wait may have completed, its handler queued, when
   // the group is destroyed (by a handler of the same batch, say), so the handler cannot
@@ -451,89 +406,60 @@ private:
     return {options_.ping_after.at(f), options_.drop_after.at(f)};
   }
 
-  // Queue keys: time points of the clock, stored in a node's 64 bits.
-  static std::uint64_t key_of(const time_point& t) noexcept {
-    return static_cast<std::uint64_t>(t.time_since_epoch().count());
-  }
-  static time_point time_of_key(std::uint64_t key) noexcept {
-    return time_point(duration(static_cast<typename duration::rep>(key)));
-  }
-
-  const range& range_of(std::size_t q) const noexcept {
-    return q == ping ? options_.ping_after : options_.drop_after;
-  }
-
-  // When the head of queue `q` is due at factor f: its key plus the scaled part of its
-  // range. Precondition: not empty.
-  time_point head_due(std::size_t q, double f) const noexcept {
-    const range& r = range_of(q);
-    return detail::saturating_add(time_of_key(detail::node_fifo::key(queue_[q].front())),
-                                  r.at(f) - r.min);
-  }
-
   // Unlinks a watched member from wherever it waits.
   void take_out(member& m) noexcept {
-    if (queue_[ping].holds(m))
-      queue_[ping].remove(m);
-    else if (queue_[drop].holds(m))
-      queue_[drop].remove(m);
-    else
-      wheel_.remove(m);
+    if (!queues_.remove(m))
+      driver_.wheel().remove(m);
   }
 
-  // Files a watched member for `when`, arming the wait if it is now the earliest.
+  // Files a watched member for `when`, arming the wait if it is now the earliest. A tick
+  // the wheel has reached is judged by the driver's rule first: for a clock stepped back,
+  // the wheel follows the clock, so that the member is filed at its own tick (rather than
+  // due at once, found not due by the rule, and filed again, every wake).
   void file(member& m, const time_point& when) {
-    const tick_type tick = scale_.ceil(when);
-    if constexpr (!Clock::is_steady) {
-      // Behind the wheel's time, which never goes back by itself: the clock may have been
-      // stepped back, and the wheel follows it so that the member is filed at its own tick
-      // (rather than due at once, found not due by the rule, and filed again, every wake).
-      if (tick < wheel_.now())
-        wheel_.rewind(scale_.floor(clock_type::now()));
-    }
-    wheel_.insert(m, tick);
+    const tick_type tick = driver_.scale().ceil(when);
+    driver_.due(tick);
+    driver_.wheel().insert(m, tick);
     if (!delivering_)
       arm();
   }
 
   // Nothing left to watch: lets the context's run() return, as after a timer's cancel().
   void disarm() noexcept {
-    if (!armed_for_)
+    if (!driver_.armed())
       return;
     try {
       timer_.cancel();
-      armed_for_.reset();
+      driver_.disarm();
     } catch (...) {
       // No memory for the aborted wait: it stays armed and wakes to find nothing due.
     }
   }
 
   // Arms the wait for the earliest of the wheel's next expiry and the queues' heads, unless
-  // it is armed for that or earlier (an early wake finds nothing due and arms again); with
-  // nothing to wait for (a run that dropped the last member, on a rescale), disarms it.
+  // it is armed for that or earlier (the driver's rule: an early wake finds nothing due and
+  // arms again); with nothing to wait for (a run that dropped the last member, on a
+  // rescale), disarms it.
   void arm() {
-    std::optional<tick_type> next = wheel_.next_expiry();
-    if (scale_source_ != nullptr) {
-      const double f = factor();
-      for (std::size_t q : {ping, drop}) {
-        if (queue_[q].empty())
-          continue;
-        const tick_type t = scale_.ceil(head_due(q, f));
-        if (!next || t < *next)
-          next = t;
-      }
+    std::optional<tick_type> next = driver_.wheel().next_expiry();
+    time_point head{};
+    if (scale_source_ != nullptr && queues_.earliest(factor(), head)) {
+      const tick_type t = driver_.scale().ceil(head);
+      if (!next || t < *next)
+        next = t;
     }
     if (!next) {
       disarm();
       return;
     }
-    if (armed_for_ && *armed_for_ <= *next)
+    if (!driver_.needs_alarm(*next))
       return;
-    // Reset first: if arming throws, no wait is known to be armed, and the next arm() tries.
-    armed_for_.reset();
-    timer_.expires_at(scale_.time_of(*next));
+    // Disarmed first: if arming throws, no wait is known to be armed, and the next arm()
+    // tries.
+    driver_.disarm();
+    timer_.expires_at(driver_.scale().time_of(*next));
     timer_.async_wait(wake_handler{anchor_});
-    armed_for_ = *next;
+    driver_.armed_for(*next);
   }
 
   // On the thread that calls timeout_scale::set(), with the scale's lock held: hands the
@@ -560,7 +486,7 @@ private:
   }
 
   void on_wake() {
-    armed_for_.reset();
+    driver_.disarm();
     ++wakeups_;
     run();
   }
@@ -591,43 +517,28 @@ private:
   // threshold's queue.
   void place(member& m, const thresholds& th, const time_point& last, const time_point& now,
              tick_type now_tick) noexcept {
-    const std::size_t q = rule::may_ping(th, last, m.pinged_for_) ? ping : drop;
-    const range& r = range_of(q);
+    const std::size_t q = rule::may_ping(th, last, m.pinged_for_) ? queues::ping : queues::drop;
+    const range& r = queues_.range(q);
     const time_point min_at = detail::saturating_add(last, r.min);
     if (r.is_fixed() || now < min_at) {
-      wheel_.insert(m, std::max(scale_.ceil(min_at), now_tick + 1));
+      driver_.wheel().insert(m, std::max(driver_.scale().ceil(min_at), now_tick + 1));
       return;
     }
-    detail::node_fifo& fifo = queue_[q];
-    // Keys never decrease along a queue, so that its head is its earliest: a later key is
-    // a later look, never an early one.
-    const time_point key =
-        fifo.empty() ? min_at : std::max(min_at, time_of_key(detail::node_fifo::key(fifo.back())));
-    fifo.push_back(m, key_of(key));
+    queues_.push(q, m, min_at);
   }
 
   // The member to look at next, in the order of the instants they are due at: the wheel's
   // due members and the heads of the queues due by `now`. nullptr when none is due.
   member* take_due(const time_point& now, tick_type now_tick) {
-    std::size_t q = 2; // none
     time_point q_due{};
-    if (scale_source_ != nullptr) {
-      const double f = factor();
-      for (std::size_t c : {ping, drop}) {
-        if (queue_[c].empty())
-          continue;
-        const time_point t = head_due(c, f);
-        if (t <= now && (q == 2 || t < q_due)) {
-          q = c;
-          q_due = t;
-        }
-      }
-    }
+    const std::size_t q =
+        scale_source_ != nullptr ? queues_.due_head(now, factor(), q_due) : queues::none;
     member* due = nullptr;
-    wheel_.advance(q == 2 ? now_tick : std::min(now_tick, scale_.ceil(q_due)), 1,
-                   [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
-    if (due == nullptr && q != 2)
-      due = &static_cast<member&>(queue_[q].pop_front());
+    driver_.wheel().advance(
+        q == queues::none ? now_tick : std::min(now_tick, driver_.scale().ceil(q_due)), 1,
+        [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+    if (due == nullptr && q != queues::none)
+      due = &static_cast<member&>(queues_.pop(q));
     return due;
   }
 
@@ -635,11 +546,8 @@ private:
   // advance() and may change the wheel, or destroy the group (`still` then says so).
   void deliver(const anchor& still) {
     const time_point now = clock_type::now();
-    const tick_type now_tick = scale_.floor(now);
-    // A clock stepped back: members filed after now_tick are not due, however far the
-    // wheel's time went (see file()).
-    if constexpr (!Clock::is_steady)
-      wheel_.rewind(now_tick);
+    // A clock stepped back: members filed after now_tick are not due (see file()).
+    const tick_type now_tick = driver_.turn_at(now);
     for (std::size_t taken = 0; taken < members_per_run; ++taken) {
       member* due = take_due(now, now_tick);
       if (due == nullptr)
@@ -677,24 +585,24 @@ private:
   // The thresholds at factor 0: where every spell's first wait ends.
   thresholds minima_{options_.ping_after.min, options_.drop_after.min};
   event_handler on_event_;
-  // Every watched member waits here until the minimum of its next threshold (or, when that
-  // is fixed, the threshold itself) has passed since its last touch, filed at that tick (or
-  // earlier, when it was touched since: it is filed again then), in the ticks of scale_.
-  detail::timing_wheel wheel_;
-  // Members past the minimum of their next threshold, by event, first in first out: see the
-  // design note. Empty while the thresholds are fixed.
-  detail::node_fifo queue_[2] = {detail::node_fifo(detail::node_fifo::first_id),
-                                 detail::node_fifo(detail::node_fifo::first_id + 1)};
+  // Every watched member waits in its wheel until the minimum of its next threshold (or,
+  // when that is fixed, the threshold itself) has passed since its last touch, filed at that
+  // tick (or earlier, when it was touched since: it is filed again then). Ticks of the
+  // context wheel's default length (1 ms), with a boundary at the group's construction. The
+  // wait is armed by the driver's rule, no later than the wheel's next expiry and the
+  // queues' heads at the factor last read (a later factor only makes the wait early).
+  // Members are taken one per advance(), so cascades are not bounded (see wheel_driver's
+  // constructor); runs are, by members_per_run.
+  detail::wheel_driver<Clock> driver_{detail::wheel_driver<Clock>::default_tick(),
+                                      detail::timing_wheel::unlimited};
+  // Members past the minimum of their next threshold, by event, first in first out: see
+  // detail/threshold_queues.hpp. Empty while the thresholds are fixed.
+  queues queues_{options_.ping_after, options_.drop_after};
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   // The timer's executor, copied once: scale_changed() posts to it from other threads.
   const executor_type ex_;
-  detail::tick_scale<Clock> scale_;
   // The context's scale factor, if a threshold is a range; nullptr, and never read, if not.
   timeout_scale* scale_source_ = nullptr;
-  // The tick the wait is armed for; empty while no wait is pending (or one was cancelled).
-  // Invariant: empty, or no later than the wheel's next expiry and the queues' heads at the
-  // factor last read (a later factor only makes the wait early).
-  std::optional<tick_type> armed_for_;
   // Shared with the pending wait's handler; see anchor.
   std::shared_ptr<anchor> anchor_;
   // True while the wait handler delivers events: it arms the wait when it is done.

@@ -134,9 +134,8 @@ public:
     this->use_range(checked_timeout);
     // To its minimum: a wait past it completes, and on_wait() judges it (and parks it again)
     // by the new timeout. Out of its queue once moved: if the move throws, it is as it was.
-    this->leave_queue_after([&] {
-      detail::timer_access::retarget(this->timer_, this->activity_.after(checked_timeout.min));
-    });
+    this->leave_queue_after(
+        [&] { this->timer_.retarget(this->activity_.after(checked_timeout.min)); });
     timeout_ = checked_timeout;
   }
 

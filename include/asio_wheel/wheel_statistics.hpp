@@ -9,10 +9,13 @@
 #ifndef ASIO_WHEEL_WHEEL_STATISTICS_HPP
 #define ASIO_WHEEL_WHEEL_STATISTICS_HPP
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 
 namespace asio_wheel {
@@ -154,6 +157,35 @@ struct wheel_counters {
     ++batches;
     if (n > largest_batch)
       largest_batch = n;
+  }
+
+  // An expiry turn that completed `n` waits.
+  void turn(std::uint64_t n) noexcept {
+    ++turns;
+    empty_turns += n == 0;
+    batch(n);
+    decided[0] += n;
+  }
+
+  // `timers` timers expired `ticks` late.
+  void late(std::uint64_t ticks, std::uint64_t timers) noexcept {
+    lateness[std::bit_width(ticks)] += timers;
+    lateness_sum += ticks * timers;
+  }
+
+  void snapshot(wheel_statistics& s) const noexcept {
+    s.waits_started = started;
+    s.waits_succeeded = decided[0];
+    s.waits_aborted = decided[1];
+    s.waits_expired_at_start = expired_at_start;
+    s.driver_turns = turns;
+    s.empty_turns = empty_turns;
+    s.lazy_refiles = refiles;
+    s.batches = batches;
+    s.largest_batch = largest_batch;
+    s.budget_turns = budget_turns;
+    std::copy(std::begin(lateness), std::end(lateness), s.lateness.begin());
+    s.lateness_sum = lateness_sum;
   }
 };
 

@@ -9,10 +9,10 @@
 #ifndef ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
 #define ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
 
-#include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
 #include <asio_wheel/detail/scaled_queue.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
+#include <asio_wheel/detail/wheel_timer_impl.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
@@ -328,7 +328,7 @@ protected:
     return slot_ != nullptr ? slot_->inner.slot() : asio::cancellation_slot();
   }
 
-  basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
+  wheel_timer_impl<Clock, WaitTraits, Executor> timer_;
   activity_stamp<Clock> activity_;
 
 private:
@@ -384,9 +384,7 @@ private:
 
   // A queue woke the timer (with the queue service's lock held): its parked wait completes
   // now, and on_wait() judges it.
-  static void wake(activity_timer& t, const time_point& now) {
-    timer_access::retarget(t.timer_, now);
-  }
+  static void wake(activity_timer& t, const time_point& now) { t.timer_.retarget(now); }
 
   // The context's queue service, once the timer has been given a range; else null.
   queue_service* queues_ = nullptr;

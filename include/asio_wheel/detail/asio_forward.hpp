@@ -75,6 +75,7 @@
 #endif
 
 #include <type_traits>
+#include <typeinfo>
 
 namespace asio_wheel {
 
@@ -98,6 +99,13 @@ namespace detail {
 template <typename Executor>
 using get_executor_result_t =
     std::conditional_t<ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF, const Executor&, Executor>;
+
+// The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
+// any_executor::target<T>() casts without checking the type.
+template <typename T, typename AnyExecutor>
+const T* target_if(const AnyExecutor& ex) noexcept {
+  return ex.target_type() == typeid(T) ? ex.template target<T>() : nullptr;
+}
 
 } // namespace detail
 } // namespace asio_wheel

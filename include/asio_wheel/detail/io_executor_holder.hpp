@@ -11,8 +11,10 @@
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
+#include <cassert>
 #include <cstdint>
-#include <typeinfo>
+#include <mutex>
+#include <optional>
 #include <utility>
 
 namespace asio_wheel::detail {
@@ -27,6 +29,20 @@ struct shared_context_executor {
 
   asio::io_context* context;
   asio::any_io_executor executor;
+};
+
+// A context's shared_context_executor, made once, by the first timer that asks.
+class shared_context_executor_once {
+public:
+  const shared_context_executor& get(asio::io_context& io) {
+    std::call_once(once_, [&] { executor_.emplace(io); });
+    assert(executor_->context == &io);
+    return *executor_;
+  }
+
+private:
+  std::once_flag once_;
+  std::optional<shared_context_executor> executor_;
 };
 
 // A timer's I/O executor. visit() passes the executor in its most specific known type, so
@@ -102,13 +118,12 @@ private:
   template <typename Contexts>
   static std::uintptr_t encode(const asio::any_io_executor& ex, Contexts& contexts) {
     using io_executor = asio::io_context::executor_type;
-    // Equal to the context's own executor: not only the same type (Asio 1.22's target<T>()
-    // does not check it), but also no run-time property bits (blocking.never,
-    // relationship.continuation) that get_executor() would not give back.
-    if (ex.target_type() == typeid(io_executor)) {
-      const io_executor& io = *ex.target<io_executor>();
-      if (io == io.context().get_executor())
-        return reinterpret_cast<std::uintptr_t>(&contexts.own_executor(io.context()));
+    // Equal to the context's own executor: not only the same type, but also no run-time
+    // property bits (blocking.never, relationship.continuation) that get_executor() would
+    // not give back.
+    if (const io_executor* io = target_if<io_executor>(ex)) {
+      if (*io == io->context().get_executor())
+        return reinterpret_cast<std::uintptr_t>(&contexts.own_executor(io->context()));
     }
     return encode_heap(ex);
   }

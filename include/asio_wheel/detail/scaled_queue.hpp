@@ -19,7 +19,7 @@
 // keyed by last touch + min (raised to the tail's key if that is later, so that keys never
 // decrease and the head is the earliest). Each queue has one wheel wait of its own, armed
 // for head key + ceil(f * span). When it fires, the timers at the head that are due are
-// woken: their parked wait is moved to now (timer_access::retarget), so it completes on
+// woken: their parked wait is moved to now (wheel_timer_impl::retarget), so it completes on
 // its own executor, where the timer judges itself again from its stamp and the factor (and
 // completes, or waits again: lazy re-arm). A change of the factor re-arms one wait per
 // queue: O(distinct spans), however many timers wait.

@@ -1,0 +1,161 @@
+//
+// detail/completion.hpp
+// ~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_COMPLETION_HPP
+#define ASIO_WHEEL_DETAIL_COMPLETION_HPP
+
+// The last stage of a wait: waits that have left their timers, queued in completion order,
+// and completed in batches from one handler of the service's, on its home executor (see
+// handler_executor.hpp). A handler whose executor is the home's io_context's is called
+// directly from the batch (direct_completion), any other is dispatched to its executor
+// (tracked_executor).
+
+#include <asio_wheel/detail/block_reserve.hpp>
+#include <asio_wheel/detail/handler_executor.hpp>
+#include <asio_wheel/detail/timer_entry.hpp>
+#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/wheel_statistics.hpp>
+
+#include <asio_wheel/detail/asio_forward.hpp>
+
+#include <cstdint>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+// Waits whose result is decided (expired out of turn, or aborted), in completion order,
+// linked through wait_op::next_, waiting for the next drain. Guarded by the service's lock.
+class ready_queue {
+public:
+  ready_queue() noexcept = default;
+  ready_queue(const ready_queue&) = delete;
+  ready_queue& operator=(const ready_queue&) = delete;
+
+  // `op` has left its timer with its result: queued last.
+  void push(wait_op* op, bool aborted) noexcept {
+    ++count_;
+    op->owner_ = nullptr;
+    op->aborted_ = aborted;
+    op->next_ = nullptr;
+    if (tail_ != nullptr)
+      tail_->next_ = op;
+    else
+      head_ = op;
+    tail_ = op;
+  }
+
+  // The rest of a batch that a throwing handler interrupted: queued first, in its order.
+  void push_front(wait_op* list) noexcept {
+    wait_op* last = list;
+    ++count_;
+    while (last->next_ != nullptr) {
+      last = last->next_;
+      ++count_;
+    }
+    last->next_ = head_;
+    if (head_ == nullptr)
+      tail_ = last;
+    head_ = list;
+  }
+
+  // Everything queued, for one batch; `count` gets its length.
+  wait_op* take(std::uint64_t& count) noexcept {
+    count = std::exchange(count_, 0);
+    tail_ = nullptr;
+    return std::exchange(head_, nullptr);
+  }
+
+private:
+  wait_op* head_ = nullptr;
+  wait_op* tail_ = nullptr;
+  // Waits queued, for the batch size of the next drain.
+  std::uint64_t count_ = 0;
+};
+
+// The waits that one expiry turn at tick `now` takes from the wheel, in expiry order. The
+// lateness of their timers is recorded per run of timers with one deadline (they expire in
+// deadline order, so a tick's are consecutive): a compare per timer, not a histogram
+// update, which kept callgrind_ops fire within 2% (docs/statistics.md).
+class expiry_batch {
+public:
+  expiry_batch(tick_type now, wheel_counters& counters) noexcept : now_(now), counters_(counters) {}
+  expiry_batch(const expiry_batch&) = delete;
+  expiry_batch& operator=(const expiry_batch&) = delete;
+
+  // `entry` has just left the wheel, due: its waits join the batch, the one in its storage
+  // for the block `spare` holds.
+  void take(timer_entry& entry, spare_block& spare) noexcept {
+    // Per timer, not per wait: its waits share the deadline (see wheel_statistics).
+    if (entry.wanted_ != run_wanted_) {
+      if (run_length_ != 0)
+        counters_.late(now_ - run_wanted_, run_length_);
+      run_wanted_ = entry.wanted_;
+      run_length_ = 0;
+    }
+    ++run_length_;
+    for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr; ++size_) {
+      wait_op* const next = op->next_;
+      op = evict(entry, op, spare);
+      op->owner_ = nullptr;
+      op->aborted_ = false;
+      unlink_cancellation(op);
+      op->next_ = nullptr;
+      *tail_ = op;
+      tail_ = &op->next_;
+      op = next;
+    }
+  }
+
+  // The turn is over: its statistics are recorded, and the batch handed over.
+  wait_op* finish() noexcept {
+    if (run_length_ != 0)
+      counters_.late(now_ - run_wanted_, run_length_);
+    counters_.turn(size_);
+    return head_;
+  }
+
+private:
+  tick_type now_;
+  wheel_counters& counters_;
+  wait_op* head_ = nullptr;
+  wait_op** tail_ = &head_;
+  std::uint64_t size_ = 0;
+  tick_type run_wanted_ = 0;
+  std::uint64_t run_length_ = 0;
+};
+
+// Completes a batch of waits, in order, without the lock. io_context::stop() from a handler
+// of the batch: the batch stops after that handler, as run() would return with one
+// scheduler operation per handler. What is left of the batch then, or after a handler
+// throws (before the exception propagates), goes to `requeue(rest)`, which puts it back at
+// the front of the ready queue and posts a drain: nothing is lost.
+template <typename Requeue>
+void complete_batch(wait_op* list, const service_home& home, Requeue&& requeue) {
+  struct requeue_rest {
+    Requeue& requeue;
+    wait_op*& rest;
+    ~requeue_rest() {
+      if (rest != nullptr)
+        requeue(rest);
+    }
+  } guard{requeue, list};
+  for (bool first = true; list != nullptr; first = false) {
+    if (!first) {
+      asio::io_context* const io = home.io_context();
+      if (io != nullptr && io->stopped())
+        return;
+    }
+    wait_op* op = list;
+    list = op->next_;
+    op->complete(true);
+  }
+}
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_COMPLETION_HPP

@@ -1,0 +1,163 @@
+//
+// detail/wheel_driver.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_WHEEL_DRIVER_HPP
+#define ASIO_WHEEL_DETAIL_WHEEL_DRIVER_HPP
+
+// What drives a timing wheel from a clock with one alarm: the ticks, the never-early rule,
+// the budgets of one turn, and the alarm's arming rule. The wheel service drives its timers
+// with it (its alarm an Asio timer), heartbeat_group its members (its alarm a wheel timer).
+// It starts no wait itself: its owner arms its alarm when armed_for() says so.
+
+#include <asio_wheel/detail/tick_scale.hpp>
+#include <asio_wheel/detail/timing_wheel.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace asio_wheel::detail {
+
+template <typename Clock>
+class wheel_driver {
+public:
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+
+  // The tick of a context's wheel unless set_tick() says otherwise, and of every
+  // heartbeat_group's wheel.
+  static duration default_tick() noexcept {
+    return std::max(duration{1},
+                    std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
+  }
+
+  // Expiries handled, and entries re-filed, per turn before other handlers of the context
+  // get a turn: one upper slot can hold a large share of a million entries.
+  static constexpr std::size_t expiry_budget = 4096;
+  static constexpr std::size_t cascade_budget = 16384;
+
+  // `cascade_limit`: cascade_budget, or for an owner that takes one entry per advance() and
+  // compares it with work of its own (heartbeat_group), timing_wheel::unlimited, so that a
+  // partial cascade does not end a take early.
+  explicit wheel_driver(duration tick = default_tick(), std::size_t cascade_limit = cascade_budget)
+      : cascade_limit_(cascade_limit) {
+    reset(tick);
+  }
+
+  wheel_driver(const wheel_driver&) = delete;
+  wheel_driver& operator=(const wheel_driver&) = delete;
+
+  // A new tick, for an empty wheel: the ticks have a boundary, and the wheel starts, at the
+  // current time.
+  void reset(duration tick) {
+    const time_point now = Clock::now();
+    scale_ = tick_scale<Clock>(tick, now);
+    wheel_.emplace(scale_.floor(now));
+    wheel_->set_cascade_limit(cascade_limit_);
+  }
+
+  // Longest tick accepted by set_tick(); beyond it a wheel is the wrong tool.
+  static constexpr std::chrono::seconds max_tick{60};
+
+  // A new tick, checked: only before the first wait (`fixed`: there has been one), since
+  // deadlines computed in the old tick would be misread.
+  void set_tick(duration tick, bool fixed) {
+    if (tick <= duration::zero() || tick > max_tick)
+      throw std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
+                                  " ns; the tick must be positive and at most 60 s (default 1 ms)");
+    if (tick == scale_.tick())
+      return;
+    if (fixed)
+      throw std::logic_error("asio_wheel: the tick of a context can only be changed before its "
+                             "first wait (it is " +
+                             std::to_string(to_ns(scale_.tick())) +
+                             " ns); call set_tick() right after creating the io_context");
+    reset(tick);
+  }
+
+  const tick_scale<Clock>& scale() const noexcept { return scale_; }
+  timing_wheel& wheel() noexcept { return *wheel_; }
+  const timing_wheel& wheel() const noexcept { return *wheel_; }
+
+  // --- The never-early rule. ---
+
+  // Whether a deadline is due now. The wheel's time never goes back by itself: for a steady
+  // clock it is never ahead of the clock, so a deadline it has reached has passed, and no
+  // clock read is needed. A clock that is not steady may have been stepped back behind the
+  // wheel (system_clock after an NTP step), and then the wheel's time says nothing: the clock
+  // decides, as Asio's timer queue compares with Clock::now(), and the wheel follows it back
+  // (timing_wheel::rewind) so that the deadline can be filed at its own tick, and the alarm,
+  // on the same clock, sleeps until it comes.
+  bool due(tick_type deadline) {
+    if (deadline > wheel_->now())
+      return false;
+    if constexpr (Clock::is_steady) {
+      return true;
+    } else {
+      const tick_type now = scale_.floor(Clock::now());
+      wheel_->rewind(now);
+      return deadline <= now;
+    }
+  }
+
+  // The start of a turn at `now`, read from the clock: its tick. For a clock stepped back,
+  // the wheel follows it, so that what it holds for later ticks is not due, however far the
+  // wheel's time went; an entry re-filed in the turn lands after `now`, so the turn cannot
+  // meet it again.
+  tick_type turn_at(const time_point& now) {
+    const tick_type tick = scale_.floor(now);
+    if constexpr (!Clock::is_steady)
+      wheel_->rewind(tick);
+    return tick;
+  }
+
+  // One step of a turn: at most expiry_budget entries due by `now`, in deadline order (see
+  // timing_wheel::advance); false if the budget ran out first.
+  template <typename OnExpire>
+  bool advance(tick_type now, OnExpire&& on_expire) {
+    return wheel_->advance(now, expiry_budget, static_cast<OnExpire&&>(on_expire));
+  }
+
+  // --- The alarm. One wait at a time, armed for the earliest tick with work: the wheel's
+  // next expiry (early, never late: a filing left behind by lazy re-arm counts). ---
+
+  // Whether the alarm must be armed to wake by `tick`: it is not armed, or armed for later.
+  bool needs_alarm(tick_type tick) const noexcept { return !armed_ || tick < armed_at_; }
+  // The owner has armed the alarm for `tick`.
+  void armed_for(tick_type tick) noexcept {
+    armed_ = true;
+    armed_at_ = tick;
+  }
+  // The alarm's wait completed, or was cancelled, or is about to be replaced.
+  void disarm() noexcept { armed_ = false; }
+  bool armed() const noexcept { return armed_; }
+  // When the alarm wakes, while armed().
+  time_point alarm_time() const noexcept { return scale_.time_of(armed_at_); }
+
+private:
+  static long long to_ns(duration d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+
+  std::size_t cascade_limit_;
+  // Tick length and the instant of tick 0 of wheel_.
+  tick_scale<Clock> scale_;
+  // Re-created by reset() (only while empty), hence optional.
+  std::optional<timing_wheel> wheel_;
+  // True while the alarm's wait is armed for armed_at_: not cancelled, not known to have
+  // fired. Invariant: armed_at_ is no later than the wheel's next expiry.
+  bool armed_ = false;
+  tick_type armed_at_ = 0;
+};
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_WHEEL_DRIVER_HPP
