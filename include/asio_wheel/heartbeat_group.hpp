@@ -19,14 +19,12 @@
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -330,256 +328,34 @@ private:
 
   using queues = detail::threshold_queues<Clock, range>;
 
-  // A group with a range listens to its context's scale; one without never reads it.
-  void start() {
-    if (!options_.ping_after.is_fixed() || !options_.drop_after.is_fixed()) {
-      scale_source_ = &timeout_scale::of(ex_);
-      this->listen(*scale_source_);
-    }
-  }
-
   // Members looked at per run of the group's wait handler at most (due or filed again): the
   // driver's budget of a turn.
   static constexpr std::size_t members_per_run = detail::wheel_driver<Clock>::expiry_budget;
 
-  // What the group's wait refers to. The wait may have completed, its handler queued, when
-  // the group is destroyed (by a handler of the same batch, say), so the handler cannot
-  // point at the group itself. Used on the group's executor only (and copied, never
-  // changed, by scale_changed() on other threads).
-  struct anchor {
-    basic_heartbeat_group* group; // nullptr once the group is destroyed
-  };
+  // The machinery behind the interface, defined in impl/heartbeat_group.hpp: the thresholds
+  // at a factor, filing a member in the wheel or a queue, the run that delivers events, the
+  // wait's arming through the driver, and the handlers of the wait and of a rescale.
+  struct anchor;
+  struct wake_handler;
+  struct rescale_handler;
 
-  // The wait handler: two pointers, so the wait lives in the wheel timer without allocating.
-  struct wake_handler {
-    std::shared_ptr<anchor> to;
-    // An aborted wait was re-armed or is the group's destruction: nothing to do.
-    void operator()(const error_code& ec) const {
-      if (!ec && to->group != nullptr)
-        to->group->on_wake();
-    }
-  };
-
-  // Posted by scale_changed(): the factor changed.
-  struct rescale_handler {
-    std::shared_ptr<anchor> to;
-    void operator()() const {
-      if (to->group != nullptr)
-        to->group->on_rescale();
-    }
-  };
-
-  static options checked(const options& opts) {
-    const range& p = opts.ping_after;
-    const range& d = opts.drop_after;
-    if (p.min < duration::zero() || d.min < duration::zero())
-      throw std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
-                                  "drop_after (a zero ping_after means no ping); a threshold "
-                                  "is negative");
-    if (p.min > p.max || d.min > d.max)
-      throw std::invalid_argument("asio_wheel::heartbeat_group: a threshold range {min, max} "
-                                  "needs min <= max (a plain duration is {d, d})");
-    if (p.min == duration::zero() && p.max != duration::zero())
-      throw std::invalid_argument("asio_wheel::heartbeat_group: ping_after {0, max} would ping "
-                                  "at once under full pressure; its minimum must be positive "
-                                  "(or {0, 0}: no ping)");
-    if (d.min <= p.min || d.max <= p.max)
-      throw std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
-                                  "drop_after (a zero ping_after means no ping); for ranges, "
-                                  "both ping_after.min < drop_after.min and ping_after.max < "
-                                  "drop_after.max");
-    return opts;
-  }
-
-  static event_handler checked(event_handler on_event) {
-    if (!on_event)
-      throw std::invalid_argument("asio_wheel::heartbeat_group: the event handler is empty");
-    return on_event;
-  }
-
-  // The factor in force; 1 for a group that does not listen (its ranges are fixed).
-  double factor() const noexcept {
-    return scale_source_ != nullptr ? scale_source_->factor() : 1.0;
-  }
-
-  thresholds at(double f) const noexcept {
-    return {options_.ping_after.at(f), options_.drop_after.at(f)};
-  }
-
-  // Unlinks a watched member from wherever it waits.
-  void take_out(member& m) noexcept {
-    if (!queues_.remove(m))
-      driver_.wheel().remove(m);
-  }
-
-  // Files a watched member for `when`, arming the wait if it is now the earliest. A tick
-  // the wheel has reached is judged by the driver's rule first: for a clock stepped back,
-  // the wheel follows the clock, so that the member is filed at its own tick (rather than
-  // due at once, found not due by the rule, and filed again, every wake).
-  void file(member& m, const time_point& when) {
-    const tick_type tick = driver_.scale().ceil(when);
-    driver_.due(tick);
-    driver_.wheel().insert(m, tick);
-    if (!delivering_)
-      arm();
-  }
-
-  // Nothing left to watch: lets the context's run() return, as after a timer's cancel().
-  void disarm() noexcept {
-    if (!driver_.armed())
-      return;
-    try {
-      timer_.cancel();
-      driver_.disarm();
-    } catch (...) {
-      // No memory for the aborted wait: it stays armed and wakes to find nothing due.
-    }
-  }
-
-  // Arms the wait for the earliest of the wheel's next expiry and the queues' heads, unless
-  // it is armed for that or earlier (the driver's rule: an early wake finds nothing due and
-  // arms again); with nothing to wait for (a run that dropped the last member, on a
-  // rescale), disarms it.
-  void arm() {
-    std::optional<tick_type> next = driver_.wheel().next_expiry();
-    time_point head{};
-    if (scale_source_ != nullptr && queues_.earliest(factor(), head)) {
-      const tick_type t = driver_.scale().ceil(head);
-      if (!next || t < *next)
-        next = t;
-    }
-    if (!next) {
-      disarm();
-      return;
-    }
-    if (!driver_.needs_alarm(*next))
-      return;
-    // Disarmed first: if arming throws, no wait is known to be armed, and the next arm()
-    // tries.
-    driver_.disarm();
-    timer_.expires_at(driver_.scale().time_of(*next));
-    timer_.async_wait(wake_handler{anchor_});
-    driver_.armed_for(*next);
-  }
-
-  // On the thread that calls timeout_scale::set(), with the scale's lock held: hands the
-  // news to the group's executor, once however many changes come before it runs.
-  void scale_changed() override {
-    if (rescale_posted_.exchange(true, std::memory_order_acq_rel))
-      return;
-    try {
-      asio::post(ex_, rescale_handler{anchor_});
-    } catch (...) {
-      rescale_posted_.store(false, std::memory_order_release);
-      throw;
-    }
-  }
-
-  // The factor changed: the members now past their thresholds get their events in this run
-  // (bounded as any run), and the wait is re-armed for the queues' new heads. Inside a run
-  // (an event handler that runs the context), nothing: the run re-arms when it ends.
-  void on_rescale() {
-    // Before the factor is read: a change after this posts again.
-    rescale_posted_.store(false, std::memory_order_release);
-    if (!delivering_)
-      run();
-  }
-
-  void on_wake() {
-    driver_.disarm();
-    ++wakeups_;
-    run();
-  }
-
-  // Delivers what is due, then arms the wait for what is next.
-  void run() {
-    // The event handler may destroy the group: `still` tells, and outlives it.
-    const std::shared_ptr<anchor> still = anchor_;
-    delivering_ = true;
-    try {
-      deliver(*still);
-    } catch (...) {
-      if (still->group != nullptr) {
-        delivering_ = false;
-        arm();
-      }
-      throw;
-    }
-    if (still->group != nullptr) {
-      delivering_ = false;
-      arm();
-    }
-  }
-
-  // Files a member taken at `now` (the wheel at `now_tick`) for the next threshold of its
-  // spell: in the wheel while that threshold's minimum is ahead (or for a fixed threshold),
-  // past now_tick so that deliver() cannot meet it again; else at the tail of that
-  // threshold's queue.
+  static options checked(const options& opts);
+  static event_handler checked(event_handler on_event);
+  void start();
+  double factor() const noexcept;
+  thresholds at(double f) const noexcept;
+  void take_out(member& m) noexcept;
+  void file(member& m, const time_point& when);
+  void disarm() noexcept;
+  void arm();
+  void scale_changed() override;
+  void on_rescale();
+  void on_wake();
+  void run();
   void place(member& m, const thresholds& th, const time_point& last, const time_point& now,
-             tick_type now_tick) noexcept {
-    const std::size_t q = rule::may_ping(th, last, m.pinged_for_) ? queues::ping : queues::drop;
-    const range& r = queues_.range(q);
-    const time_point min_at = detail::saturating_add(last, r.min);
-    if (r.is_fixed() || now < min_at) {
-      driver_.wheel().insert(m, std::max(driver_.scale().ceil(min_at), now_tick + 1));
-      return;
-    }
-    queues_.push(q, m, min_at);
-  }
-
-  // The member to look at next, in the order of the instants they are due at: the wheel's
-  // due members and the heads of the queues due by `now`. nullptr when none is due.
-  member* take_due(const time_point& now, tick_type now_tick) {
-    time_point q_due{};
-    const std::size_t q =
-        scale_source_ != nullptr ? queues_.due_head(now, factor(), q_due) : queues::none;
-    member* due = nullptr;
-    driver_.wheel().advance(
-        q == queues::none ? now_tick : std::min(now_tick, driver_.scale().ceil(q_due)), 1,
-        [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
-    if (due == nullptr && q != queues::none)
-      due = &static_cast<member&>(queues_.pop(q));
-    return due;
-  }
-
-  // Takes the due members one at a time, so that the event handler runs outside the wheel's
-  // advance() and may change the wheel, or destroy the group (`still` then says so).
-  void deliver(const anchor& still) {
-    const time_point now = clock_type::now();
-    // A clock stepped back: members filed after now_tick are not due (see file()).
-    const tick_type now_tick = driver_.turn_at(now);
-    for (std::size_t taken = 0; taken < members_per_run; ++taken) {
-      member* due = take_due(now, now_tick);
-      if (due == nullptr)
-        return;
-      member& m = *due;
-      const time_point last = m.activity_.last();
-      // The factor in force now, read for each member: the threshold it is judged by is the
-      // one in force when its event is delivered.
-      const thresholds th = at(factor());
-      switch (rule::due(th, last, m.pinged_for_, now)) {
-      case rule::step::wait:
-        // Touched since it was filed (the thresholds moved, and are later than now), or the
-        // factor went up: filed again from its stamp.
-        ++refiles_;
-        place(m, th, last, now, now_tick);
-        continue;
-      case rule::step::ping:
-        m.pinged_for_ = last;
-        place(m, th, last, now, now_tick);
-        ++pings_;
-        on_event_(m, event::ping);
-        break;
-      case rule::step::drop:
-        m.group_ = nullptr;
-        ++drops_;
-        on_event_(m, event::drop);
-        break;
-      }
-      if (still.group == nullptr)
-        return;
-    }
-  }
+             tick_type now_tick) noexcept;
+  member* take_due(const time_point& now, tick_type now_tick);
+  void deliver(const anchor& still);
 
   options options_;
   // The thresholds at factor 0: where every spell's first wait ends.
@@ -620,5 +396,7 @@ private:
 using heartbeat_group = basic_heartbeat_group<std::chrono::steady_clock>;
 
 } // namespace asio_wheel
+
+#include <asio_wheel/impl/heartbeat_group.hpp>
 
 #endif // ASIO_WHEEL_HEARTBEAT_GROUP_HPP
