@@ -36,13 +36,15 @@ TEST_CASE("snapshots from another thread are consistent while two threads run th
   std::vector<std::function<void(const asio::error_code&)>> loops(timers);
   for (int i = 0; i < timers; ++i) {
     loops[i] = [&, i](const asio::error_code&) {
-      if (++count[i] == rounds) {
+      // Read once, before the wait starts: its handler may run on the other thread at once.
+      const int n = ++count[i];
+      if (n == rounds) {
         --left;
         return;
       }
-      ts[i]->expires_after(std::chrono::microseconds((i * 37 + count[i] * 11) % 2000));
+      ts[i]->expires_after(std::chrono::microseconds((i * 37 + n * 11) % 2000));
       ts[i]->async_wait(loops[i]);
-      if (count[i] % 3 == 0)
+      if (n % 3 == 0)
         ts[i]->cancel(); // an aborted wait, then the loop goes on from its handler
     };
     asio::post(io, [&, i] { loops[i](asio::error_code{}); });

@@ -40,6 +40,14 @@ public:
   void done() noexcept { busy_ = false; }
   own_memory& memory() noexcept { return memory_; }
 
+  // Whether arm_if_earlier(driver, tick, ...) would do nothing: the alarm is armed for
+  // `tick` or earlier, or its wait was cancelled and comes back to its handler, which arms
+  // it for the wheel's next expiry. Inline, for the service to test before the call: a
+  // burst of waits outside run() finds it so on every wait after the first that was earlier.
+  bool settled(const wheel_driver<Clock>& driver, tick_type tick) const noexcept {
+    return !driver.needs_alarm(tick) || (busy_ && !driver.armed());
+  }
+
   // Makes sure the alarm wakes no later than `tick`, by the rule of `driver`, with `handler`
   // (in memory()). Returns false if it could not be armed: only Asio's own timer queue can
   // fail, when it must grow its array to take the wait (other Asio timers of the clock were

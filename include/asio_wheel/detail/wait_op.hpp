@@ -25,6 +25,15 @@ namespace asio_wheel::detail {
 struct timer_entry;
 class wait_op;
 
+// asio::error::operation_aborted, built once: as an error_code it names asio::system_category(),
+// a call with a static guard of its own (Asio 1.22: ~13 instructions), on every aborted
+// completion. A local static rather than a namespace-scope one, so that a wait aborted during
+// static initialization still gets the right code.
+inline const error_code& aborted_error() noexcept {
+  static const error_code ec(asio::error::operation_aborted);
+  return ec;
+}
+
 // The link between a pending wait and the handler emplaced in its cancellation slot. The
 // handler lives in the user's cancellation_signal, which may be destroyed before the wait
 // completes, so the link is cut from whichever side goes first: by the service when the
@@ -267,9 +276,7 @@ private:
     }
   }
 
-  error_code result() const noexcept {
-    return aborted_ ? error_code(asio::error::operation_aborted) : error_code();
-  }
+  error_code result() const noexcept { return aborted_ ? aborted_error() : error_code(); }
 
   [[no_unique_address]] allocator_type allocator_;
   [[no_unique_address]] Completion completion_;

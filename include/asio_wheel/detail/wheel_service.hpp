@@ -115,45 +115,19 @@ public:
 
     wait_op* const op = make_wait_op(entry, std::forward<Handler>(handler), ex, home_);
 
-    std::unique_lock lock(mutex_);
-    if (shutdown_) {
-      lock.unlock();
-      discard(entry, op);
-      return;
-    }
-    ++queue_.counters().started;
-    // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
-    // expiry that has passed is filed at the wheel's current tick, due, and an expiry turn is
-    // queued for it instead of the alarm: like Asio's timer queue, which keeps such a wait
-    // until the reactor's next pass, the wait stays on its timer until that turn, so a
-    // cancel() or expires_*() before it still aborts it. Filed at the wheel's time, not its
-    // own deadline, so that the lateness statistics count only the wheel's delay.
-    const bool joins = entry.head_ != nullptr;
-    tick_type deadline = queue_.driver().scale().ceil(expiry);
-    bool past = false;
-    // Whatever may throw comes before any change, so that then the wait is only destroyed.
-    // Arming does not throw (on an io_context or a thread pool): if Asio's timer queue
-    // cannot take the alarm's wait, a continuation arms it (see arm_if_earlier).
+    // The lock is gone before the wait is destroyed (its handler's destructor may call back
+    // in): by unwinding, or at the end of the block. A lock_guard, not a unique_lock, whose
+    // owns flag the compiler kept testing.
+    bool started = false;
     try {
-      past = !joins && queue_.driver().due(deadline);
-      if (!alarm_.started())
-        start(io_ex, ex);
-      if (past) {
-        post_continuation();
-        deadline = std::max(deadline, queue_.driver().wheel().now());
-      } else if (!joins) {
-        arm_if_earlier(deadline);
-      }
+      std::lock_guard lock(mutex_);
+      started = start_wait(entry, op, expiry, slot_handler, io_ex, ex);
     } catch (...) {
-      lock.unlock();
       discard(entry, op);
       throw;
     }
-    op->cancellation_ = slot_handler;
-    if (slot_handler != nullptr)
-      slot_handler->op_.store(op, std::memory_order_relaxed);
-    queue_.counters().expired_at_start += past;
-    queue_.enqueue(entry, op, deadline, joins);
+    if (!started)
+      discard(entry, op);
   }
 
   // Aborts every pending wait of `entry`; returns how many. Strong guarantee.
@@ -281,6 +255,43 @@ private:
 
   // --- Everything below runs with mutex_ held, unless it says otherwise. ---
 
+  // Links `op`, built for `entry`, as a wait for `expiry`; false after shutdown (the caller
+  // then destroys it). If it throws, nothing changed.
+  template <typename IoExecutor, typename Executor>
+  [[gnu::always_inline]] bool start_wait(timer_entry& entry, wait_op* op, const time_point& expiry,
+                                         cancellation* slot_handler, const IoExecutor& io_ex,
+                                         const Executor& ex) {
+    if (shutdown_)
+      return false;
+    ++queue_.counters().started;
+    // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
+    // expiry that has passed is filed at the wheel's current tick, due, and an expiry turn is
+    // queued for it instead of the alarm: like Asio's timer queue, which keeps such a wait
+    // until the reactor's next pass, the wait stays on its timer until that turn, so a
+    // cancel() or expires_*() before it still aborts it. Filed at the wheel's time, not its
+    // own deadline, so that the lateness statistics count only the wheel's delay.
+    const bool joins = entry.head_ != nullptr;
+    tick_type deadline = queue_.driver().scale().ceil(expiry);
+    // Whatever may throw comes before any change. Arming does not throw (on an io_context or
+    // a thread pool): if Asio's timer queue cannot take the alarm's wait, a continuation arms
+    // it (see arm_if_earlier).
+    const bool past = !joins && queue_.driver().due(deadline);
+    if (!alarm_.started())
+      start(io_ex, ex);
+    if (past) {
+      post_continuation();
+      deadline = std::max(deadline, queue_.driver().wheel().now());
+    } else if (!joins) {
+      arm_if_earlier(deadline);
+    }
+    op->cancellation_ = slot_handler;
+    if (slot_handler != nullptr)
+      slot_handler->op_.store(op, std::memory_order_relaxed);
+    queue_.counters().expired_at_start += past;
+    queue_.enqueue(entry, op, deadline, joins);
+    return true;
+  }
+
   // Aborts `op` (see timer_queue::detach), the drain posted first, which is what keeps
   // another thread's run() from returning before the alarm may be disarmed.
   void detach(wait_op* op, spare_block& spare) {
@@ -307,8 +318,16 @@ private:
   }
 
   // Makes sure the alarm wakes no later than `tick`; if it cannot (see
-  // service_alarm::arm_if_earlier), a continuation, posted instead, tries again.
-  bool arm_if_earlier(tick_type tick) {
+  // service_alarm::arm_if_earlier), a continuation, posted instead, tries again. The test
+  // inline, the arming out of line: nearly every wait finds the alarm settled, and a call
+  // for that cost each arm and reset ~20 instructions (docs/completion_path.md).
+  [[gnu::always_inline]] bool arm_if_earlier(tick_type tick) {
+    if (alarm_.settled(queue_.driver(), tick))
+      return true;
+    return arm_alarm(tick);
+  }
+
+  [[gnu::noinline]] bool arm_alarm(tick_type tick) {
     if (alarm_.arm_if_earlier(
             queue_.driver(), tick,
             own_handler<wheel_service, &wheel_service::on_alarm>{this, &alarm_.memory()}))
