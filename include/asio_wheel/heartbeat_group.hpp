@@ -10,7 +10,7 @@
 #define ASIO_WHEEL_HEARTBEAT_GROUP_HPP
 
 #include <asio_wheel/basic_wheel_timer.hpp>
-#include <asio_wheel/detail/activity_timer.hpp>
+#include <asio_wheel/detail/activity_stamp.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
 #include <asio_wheel/detail/threshold_queues.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>

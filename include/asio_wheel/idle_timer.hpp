@@ -10,6 +10,7 @@
 #define ASIO_WHEEL_IDLE_TIMER_HPP
 
 #include <asio_wheel/detail/activity_timer.hpp>
+#include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>

@@ -9,7 +9,9 @@
 #ifndef ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
 #define ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
 
-#include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/detail/activity_stamp.hpp>
+#include <asio_wheel/detail/rearming_handler.hpp>
+#include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/scaled_queue.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wheel_timer_impl.hpp>
@@ -17,7 +19,6 @@
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <new>
@@ -26,88 +27,6 @@
 #include <utility>
 
 namespace asio_wheel::detail {
-
-// The time of the last activity of a connection, marked on every read: so it must cost
-// about a store, not a timer operation. It reads Clock::now() (a vDSO call for steady_clock,
-// ~30 ns here) rather than CLOCK_MONOTONIC_COARSE (~8 ns): the coarse clock was measured
-// lagging the precise one by more than its stated resolution on a loaded VM, and a stamp
-// earlier than the true activity would make an idle timeout complete early.
-template <typename Clock>
-class activity_stamp {
-public:
-  using duration = typename Clock::duration;
-  using time_point = typename Clock::time_point;
-
-  // Initialised with a reading, not marked: no value of the clock may stand for "never
-  // marked", since a clock may read anything (a negative time, for one).
-  activity_stamp() noexcept : last_(now().time_since_epoch().count()) {}
-
-  // Any thread. Keeps the latest reading (an atomic max): a thread descheduled between its
-  // clock read and its write must not move the stamp back over a later mark that has
-  // returned (with a plain store it did, and an idle timeout then completed early). Alone on
-  // its stamp, a mark is a load, a compare and one compare-exchange that succeeds; a reading
-  // no later than the stamp writes nothing. Relaxed: readers need some recent value, never a
-  // torn one, and nothing else is published through it. For a clock stepped back, the stamp
-  // stays at the latest reading from before the step until the clock passes it again (a
-  // timeout counts from there: late by up to the step, never early).
-  void mark() noexcept {
-    const rep t = now().time_since_epoch().count();
-    rep seen = last_.load(std::memory_order_relaxed);
-    while (seen < t && !last_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
-    }
-  }
-
-  time_point last() const noexcept {
-    return time_point(duration(last_.load(std::memory_order_relaxed)));
-  }
-
-  // last() + d, saturating at time_point::max().
-  time_point after(duration d) const noexcept { return saturating_add(last(), d); }
-
-private:
-  using rep = typename duration::rep;
-
-  static time_point now() noexcept { return Clock::now(); }
-
-  // The latest clock reading marked; only ever increases.
-  std::atomic<rep> last_;
-};
-
-// The handler of an activity timer's wheel wait: the user's handler, and the owner that
-// decides, when the wait completes, whether to call it or to wait again with it. Used in
-// place of asio::async_compose, whose operation would keep the handler in a block of its
-// own: this one, with a small handler, fits in the wheel timer's room for one wait, so an
-// idle connection's wait allocates nothing. The handler's associated executor, allocator
-// and cancellation slot are this one's (see the asio::associator specialisation below).
-template <typename Owner, typename Handler>
-class rearming_handler {
-public:
-  template <typename H>
-  rearming_handler(Owner* owner, H&& handler) : owner_(owner), handler_(std::forward<H>(handler)) {}
-
-  // Taken from (moved into a wait) as soon as the move starts: a wait that failed to start
-  // without taking it leaves it whole, to be called with an error instead (see taken()).
-  rearming_handler(rearming_handler&& other) noexcept(std::is_nothrow_move_constructible_v<Handler>)
-      : owner_(std::exchange(other.owner_, nullptr)), handler_(std::move(other.handler_)) {}
-
-  // Static: after operation_aborted the owner may be gone (a destroyed timer aborts its
-  // wait), and on_wait() then only calls the handler.
-  void operator()(const error_code& ec) { Owner::on_wait(std::move(*this), ec); }
-
-  Owner& owner() const noexcept { return *owner_; }
-  // The slot its wheel wait is bound to (see activity_timer::slot_canceller). Read when the
-  // wait starts, with the owner alive; none once taken.
-  asio::cancellation_slot wait_slot() const noexcept {
-    return owner_ != nullptr ? owner_->wait_slot() : asio::cancellation_slot();
-  }
-  bool taken() const noexcept { return owner_ == nullptr; }
-  Handler& handler() noexcept { return handler_; }
-  const Handler& handler() const noexcept { return handler_; }
-
-private:
-  Owner* owner_;
-  Handler handler_;
-};
 
 // What idle_timer and heartbeat share: a wheel timer re-armed lazily, and the mark of the
 // last activity that decides when it is really due.
@@ -394,33 +313,5 @@ private:
 };
 
 } // namespace asio_wheel::detail
-
-// The user's handler speaks for the rearming_handler that carries it: associated executor
-// and allocator, as for Asio's own binders. Not its cancellation slot: the owner has put a
-// handler of its own there (activity_timer::slot_canceller), and the wheel wait is bound to
-// that one's inner slot.
-template <template <typename, typename> class Associator, typename Owner, typename Handler,
-          typename DefaultCandidate>
-struct asio_wheel::asio::associator<
-    Associator, asio_wheel::detail::rearming_handler<Owner, Handler>, DefaultCandidate> {
-  using type = typename Associator<Handler, DefaultCandidate>::type;
-
-  static type get(const asio_wheel::detail::rearming_handler<Owner, Handler>& h,
-                  const DefaultCandidate& c = DefaultCandidate()) noexcept {
-    return Associator<Handler, DefaultCandidate>::get(h.handler(), c);
-  }
-};
-
-template <typename Owner, typename Handler, typename DefaultCandidate>
-struct asio_wheel::asio::associator<asio_wheel::asio::associated_cancellation_slot,
-                                    asio_wheel::detail::rearming_handler<Owner, Handler>,
-                                    DefaultCandidate> {
-  using type = asio_wheel::asio::cancellation_slot;
-
-  static type get(const asio_wheel::detail::rearming_handler<Owner, Handler>& h,
-                  const DefaultCandidate& = DefaultCandidate()) noexcept {
-    return h.wait_slot();
-  }
-};
 
 #endif // ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP

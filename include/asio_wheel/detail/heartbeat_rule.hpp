@@ -9,19 +9,11 @@
 #ifndef ASIO_WHEEL_DETAIL_HEARTBEAT_RULE_HPP
 #define ASIO_WHEEL_DETAIL_HEARTBEAT_RULE_HPP
 
+#include <asio_wheel/detail/saturating_time.hpp>
+
 #include <chrono>
 
 namespace asio_wheel::detail {
-
-// t + d, saturating at time_point::max() (a threshold past the clock's range never comes)
-// and at time_point::min(). The bound is moved by d, not t: max() - t overflows for a t
-// before the epoch, and clocks read negative (libstdc++'s file_clock, whose epoch is 2174).
-template <typename TimePoint>
-TimePoint saturating_add(const TimePoint& t, const typename TimePoint::duration& d) noexcept {
-  if (d >= TimePoint::duration::zero())
-    return t > TimePoint::max() - d ? TimePoint::max() : t + d;
-  return t < TimePoint::min() - d ? TimePoint::min() : t + d;
-}
 
 // When a quiet peer is pinged and dropped, shared by heartbeat (one wait per connection) and
 // heartbeat_group (one wait for all); `Options` has the two thresholds, ping_after and
