@@ -28,8 +28,9 @@
 //                 connection's read, the asio-wheel way
 //
 // Timers not yet due are armed 60..600 s ahead (uniformly random, fixed seed), so nothing
-// fires during arm, cancel, reset or touch, however slowly valgrind runs them; for fire they were
-// armed 1..100 ms ahead and the program sleeps (outside the measured region) until all are due.
+// fires during arm, cancel, reset or touch, however slowly valgrind runs them; for fire they are
+// armed 1..100 ms after a margin longer than the arming takes (0.5 s + 25 us per timer), and
+// the program sleeps (outside the measured region) until all are due.
 // Every handler count is checked; the program exits non-zero if one is off. Prints "<impl> <op>
 // K=<K> ok".
 //
@@ -149,12 +150,29 @@ int run_timer_op(const std::string& op, std::size_t k) {
     };
     expect.aborted = k;
   } else if (op == "fire") {
-    // Nothing is run before the measured region, so every timer is still pending when it
-    // starts, and all are due by then.
-    const auto base = clock_type::now();
+    // Every timer is armed for a time still ahead when its wait starts, so that each takes
+    // the path of a timer that comes due (for the wheel: filed in a slot, cascaded, expired
+    // in a turn), however slowly valgrind runs the arming: due `margin` + 1..100 ms after the
+    // arming began, where the margin is far more than the arming takes (checked: a timer
+    // already due when armed takes another path, and the count would then depend on the
+    // machine's speed). Nothing is run before the measured region, so every timer is still
+    // pending when it starts, and all are due by then.
+    const auto margin = 500ms + std::chrono::microseconds(25 * k);
+    const auto base = clock_type::now() + margin;
     for (std::size_t i = 0; i < k; ++i) {
       timers[i].expires_at(base + r.ms(1, 100));
       timers[i].async_wait(handler());
+    }
+    if (const auto took = clock_type::now() - (base - margin); took >= margin) {
+      std::fprintf(stderr,
+                   "callgrind_ops: arming %zu timers for fire took %lld ms, more than the %lld ms "
+                   "margin that keeps them all not yet due when armed; use a smaller K\n",
+                   k,
+                   static_cast<long long>(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+                   static_cast<long long>(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(margin).count()));
+      return 3;
     }
     std::this_thread::sleep_until(base + 150ms);
     body = [&] { ctx.run(); };
