@@ -498,12 +498,8 @@ TEST_CASE("heartbeat_group: destroyed by a handler of the batch that completed i
 
 namespace {
 
-// A steady clock of its own per test case (its state is static), frozen by each test.
-template <typename Tag>
-using frozen_clock = manual_clock<Tag, std::chrono::nanoseconds, true>;
-
-constexpr auto kStillScaled = 20ms; // real time a frozen clock is left standing
-const std::chrono::nanoseconds kT0 = 1h;
+constexpr auto kStillScaled = frozen_still;
+constexpr auto kT0 = frozen_start;
 
 // What a group on a frozen clock delivered: who, which event, the clock and the factor then.
 template <typename Clock>

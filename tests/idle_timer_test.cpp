@@ -856,10 +856,8 @@ TEST_CASE("timeout_scale: one per context, factor 1 at first; set() outside [0, 
 
 namespace {
 
-template <typename Tag>
-using frozen_clock = manual_clock<Tag, std::chrono::nanoseconds, true>;
-constexpr auto kStillScaled = 20ms; // real time a frozen clock is left standing
-const std::chrono::nanoseconds kT0 = 1h;
+constexpr auto kStillScaled = frozen_still;
+constexpr auto kT0 = frozen_start;
 
 // A handler recording the clock and the context's factor when it ran.
 template <typename Clock>

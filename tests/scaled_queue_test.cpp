@@ -42,9 +42,9 @@ using namespace std::chrono_literals;
 using namespace asio_wheel::test;
 
 struct clock_tag;
-using tclock = manual_clock<clock_tag, std::chrono::nanoseconds, true>;
-const tclock::time_point t0(1h);
-constexpr auto kStill = 20ms; // real time the frozen clock is left standing
+using tclock = frozen_clock<clock_tag>;
+const tclock::time_point t0(frozen_start);
+constexpr auto kStill = frozen_still;
 
 // Whether run() returns with nothing left to do: no wheel wait pending, and the context
 // stops by itself within `limit` (run_for() returns early then).

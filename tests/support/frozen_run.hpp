@@ -14,6 +14,8 @@
 // before the clock is moved past an expiry (Asio's timer on a manual_clock, the wheel's
 // driver, reads it again at least once a millisecond), or until something has happened.
 
+#include "manual_clock.hpp"
+
 #include <asio/io_context.hpp>
 
 #include <chrono>
@@ -21,6 +23,14 @@
 #include <thread>
 
 namespace asio_wheel::test {
+
+// A steady manual clock that a test freezes (a Tag of its own per test case, as its state is
+// static), the time it starts at (far from the epoch, so that no deadline of a test
+// saturates), and how long a test leaves it standing to see that nothing happens meanwhile.
+template <typename Tag>
+using frozen_clock = manual_clock<Tag, std::chrono::nanoseconds, true>;
+inline constexpr std::chrono::nanoseconds frozen_start = std::chrono::hours(1);
+inline constexpr std::chrono::milliseconds frozen_still = std::chrono::milliseconds(20);
 
 // Runs `ioc` until `pred()` holds, for at most `limit` of real time; returns pred().
 template <typename Pred>
