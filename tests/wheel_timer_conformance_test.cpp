@@ -503,6 +503,31 @@ TEST_CASE_TEMPLATE("run() returns at once when no wait is pending", Timer, TIMER
   }
 }
 
+// The far wait is cancelled while a wait already due is still pending: the due one's
+// completion is then the last thing to do, and run() must return after it, not at the far
+// expiry (the wheel's alarm, armed for the far wait, was left behind by the cancel).
+TEST_CASE_TEMPLATE("run() returns once a due wait completes after the far one was cancelled", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer due(ioc, sclock::now() - 1h);
+  Timer far(ioc, kFar);
+  outcome o_due, o_far;
+  SUBCASE("the due wait first") {
+    due.async_wait(record(o_due));
+    far.async_wait(record(o_far));
+  }
+  SUBCASE("the far wait first") {
+    far.async_wait(record(o_far));
+    due.async_wait(record(o_due));
+  }
+  CHECK(far.cancel() == 1);
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  CHECK_SUCCESS_AT(o_due, due.expiry());
+  CHECK(o_far.calls == 1);
+  CHECK(o_far.ec == asio::error::operation_aborted);
+}
+
 TEST_CASE_TEMPLATE("run() returns promptly once the last (far) wait is cancelled", Timer,
                    TIMER_TYPES) {
   asio::io_context ioc;

@@ -410,6 +410,11 @@ private:
         // The first filing may be one left behind (see timer_queue::file): early, never late.
         if (auto next = queue_.driver().wheel().next_expiry())
           failed = !arm_if_earlier(*next) || failed;
+      } else {
+        // The turn took the last wait. The alarm may still be armed (this turn is a
+        // continuation, not the alarm's) for a filing left behind by a cancelled wait: a
+        // wait outstanding on Asio's timer would keep run() from returning until then.
+        alarm_.disarm(queue_.driver());
       }
     } catch (...) {
       // Only on a context that is neither an io_context nor a thread pool: posting failed.
