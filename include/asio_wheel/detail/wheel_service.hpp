@@ -195,37 +195,15 @@ public:
   }
 
   // A consistent snapshot (see wheel_statistics), from any thread.
-  wheel_statistics statistics(bool count_levels) const {
-    wheel_statistics s;
-    std::lock_guard lock(mutex_);
-    queue_.snapshot(s, count_levels);
-    return s;
-  }
+  wheel_statistics statistics(bool count_levels) const;
 
   // Virtual clock only (see virtual_time): the time the alarm would be armed for, empty
   // when nothing is pending.
-  std::optional<time_point> virtual_next() const {
-    static_assert(is_virtual_clock<Clock>::value);
-    std::lock_guard lock(mutex_);
-    if (!queue_.driver().armed() || queue_.live() == 0 || shutdown_)
-      return std::nullopt;
-    return queue_.driver().alarm_time();
-  }
+  std::optional<time_point> virtual_next() const;
 
   // Virtual clock only: the alarm's wake-up, as the Asio timer would complete it, posted
   // to the context (the caller polls it). Returns false if nothing was armed.
-  bool virtual_fire() {
-    static_assert(is_virtual_clock<Clock>::value);
-    std::lock_guard lock(mutex_);
-    if (!queue_.driver().armed() || shutdown_)
-      return false;
-    queue_.driver().disarm(); // as on_alarm(): the next arm comes from this turn
-    asio::post(home_.executor(), [this] {
-      std::unique_lock relock(mutex_);
-      expire(relock);
-    });
-    return true;
-  }
+  bool virtual_fire();
 
 private:
   using cancellation = op_cancellation<wheel_service>;
@@ -235,23 +213,9 @@ private:
   // it yet, the reserve, and the alarm on the home. Strong guarantee. Out of line: it runs
   // once per context (callgrind_ops counts every wait's inlining budget).
   template <typename IoExecutor, typename Executor>
-  [[gnu::cold, gnu::noinline]] void start(const IoExecutor& io_ex, const Executor& ex) {
-    home_.find(io_ex, ex);
-    reserve_.fill();
-    alarm_.start(home_.executor());
-  }
+  [[gnu::cold, gnu::noinline]] void start(const IoExecutor& io_ex, const Executor& ex);
 
-  void shutdown() override {
-    // The home's own thread, if any, may be in a turn or a drain: it finishes that, without
-    // the lock held here, and runs nothing more. What it had queued goes with it, below.
-    home_.stop();
-    std::unique_lock lock(mutex_);
-    shutdown_ = true;
-    queue_.driver().disarm();
-    alarm_.stop();
-    queue_.destroy_all(lock);
-    home_.release();
-  }
+  void shutdown() override;
 
   // --- Everything below runs with mutex_ held, unless it says otherwise. ---
 
@@ -373,83 +337,25 @@ private:
 
   // The alarm's wait is done: expired, or cancelled to be armed again (or disarmed).
   // Either way its memory is free, and an expiry turn arms it for what is left.
-  void on_alarm() {
-    std::unique_lock lock(mutex_);
-    alarm_.done();
-    queue_.driver().disarm();
-    if (!shutdown_)
-      expire(lock);
-  }
+  void on_alarm();
 
-  void resume() {
-    std::unique_lock lock(mutex_);
-    continuation_.ran();
-    if (!shutdown_)
-      expire(lock);
-  }
+  // The continuation: the rest of a turn's backlog (or a retry after memory ran short).
+  void resume();
 
   // An expiry turn: takes the due waits out of the wheel, arms the alarm for what is left,
   // and completes them. If memory is short (a wait cannot leave its timer's storage, or the
   // alarm cannot be armed), the waits taken so far still complete, the rest stay in the
   // wheel, a continuation is queued, and std::bad_alloc leaves run(): the next run() carries
   // on. Called with the lock held; releases it.
-  void expire(std::unique_lock<futex_mutex>& lock) {
-    const tick_type now = queue_.driver().turn_at(Clock::now());
-    expiry_batch batch(now, queue_.counters());
-    bool short_of_memory = false;
-    const bool done = queue_.take_due(now, batch, short_of_memory);
-    wait_op* const list = batch.finish();
-    bool failed = short_of_memory;
-    std::exception_ptr error;
-    try {
-      if (!done) {
-        queue_.counters().budget_turns += !short_of_memory;
-        // Give the context's other handlers a turn before the rest of the backlog.
-        post_continuation();
-      } else if (queue_.live() != 0) {
-        // The first filing may be one left behind (see timer_queue::file): early, never late.
-        if (auto next = queue_.driver().wheel().next_expiry())
-          failed = !arm_if_earlier(*next) || failed;
-      } else {
-        // The turn took the last wait. The alarm may still be armed (this turn is a
-        // continuation, not the alarm's) for a filing left behind by a cancelled wait: a
-        // wait outstanding on Asio's timer would keep run() from returning until then.
-        alarm_.disarm(queue_.driver());
-      }
-    } catch (...) {
-      // Only on a context that is neither an io_context nor a thread pool: posting failed.
-      error = std::current_exception();
-    }
-    lock.unlock();
-    complete(list);
-    if (error)
-      std::rethrow_exception(error);
-    if (failed)
-      throw std::bad_alloc();
-  }
+  void expire(std::unique_lock<futex_mutex>& lock);
 
-  void drain() {
-    wait_op* list = nullptr;
-    {
-      std::lock_guard lock(mutex_);
-      std::uint64_t count = 0;
-      list = queue_.ready().take(count);
-      drain_.ran();
-      reserve_.refill();
-      queue_.counters().batch(count);
-    }
-    complete(list);
-  }
+  // Completes, as one batch, the waits decided outside a turn (aborted, or retargeted into
+  // the past).
+  void drain();
 
   // Completes a batch (see complete_batch): what a stop() or a throwing handler leaves goes
   // back to the front of the ready queue, with a drain posted.
-  void complete(wait_op* list) {
-    complete_batch(list, home_, [this](wait_op* rest) {
-      std::lock_guard lock(mutex_);
-      queue_.ready().push_front(rest);
-      post_drain(); // on an io_context or a thread pool, cannot throw
-    });
-  }
+  void complete(wait_op* list);
 
   // Guards every member below, the timer_entry lists and wait_op links (and home_ until it
   // is found).
@@ -468,5 +374,7 @@ private:
 };
 
 } // namespace asio_wheel::detail
+
+#include <asio_wheel/detail/impl/wheel_service.hpp>
 
 #endif // ASIO_WHEEL_DETAIL_WHEEL_SERVICE_HPP
