@@ -60,6 +60,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <algorithm>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -506,6 +507,41 @@ TEST_CASE_TEMPLATE("run() returns at once when no wait is pending", Timer, TIMER
 // The far wait is cancelled while a wait already due is still pending: the due one's
 // completion is then the last thing to do, and run() must return after it, not at the far
 // expiry (the wheel's alarm, armed for the far wait, was left behind by the cancel).
+// Asio completes an aborted wait ahead of the waits that its next reactor pass finds
+// expired. Here an expiry turn of the wheel is already queued (for `other`, already due)
+// when `t`'s wait is aborted and `t` waits again for a time that has passed: the new wait is
+// due in that turn, and must still complete after the aborted one.
+TEST_CASE_TEMPLATE("a timer's aborted wait completes before its next wait, due in the next pass",
+                   Timer, TIMER_TYPES) {
+  asio::io_context ioc;
+  Timer other(ioc, sclock::now() - 1h);
+  Timer t(ioc, kFar);
+  std::vector<std::string> order;
+  auto log = [&](const char* name) {
+    return [&order, name](const asio::error_code& ec) {
+      order.push_back(std::string(name) + (ec ? ":aborted" : ":ok"));
+    };
+  };
+  t.async_wait(log("t1"));
+  other.async_wait(log("other"));
+  SUBCASE("cancel()") {
+    CHECK(t.cancel() == 1);
+  }
+  SUBCASE("cancel_one()") {
+    CHECK(t.cancel_one() == 1);
+  }
+  t.expires_at(sclock::now() - 1h);
+  t.async_wait(log("t2"));
+  const auto r = guarded_run(ioc);
+  CHECK_PROMPT(r);
+  REQUIRE(order.size() == 3);
+  const auto at = [&](const std::string& s) {
+    return std::find(order.begin(), order.end(), s) - order.begin();
+  };
+  CHECK(at("t1:aborted") < at("t2:ok"));
+  CHECK(at("other:ok") < 3);
+}
+
 TEST_CASE_TEMPLATE("run() returns once a due wait completes after the far one was cancelled", Timer,
                    TIMER_TYPES) {
   asio::io_context ioc;

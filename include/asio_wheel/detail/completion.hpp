@@ -63,6 +63,16 @@ public:
     head_ = list;
   }
 
+  // Everything queued, followed by `rest` (a list, or null); `count` gets the number queued.
+  wait_op* take_before(wait_op* rest, std::uint64_t& count) noexcept {
+    if (head_ == nullptr) {
+      count = 0;
+      return rest;
+    }
+    tail_->next_ = rest;
+    return take(count);
+  }
+
   // Everything queued, for one batch; `count` gets its length.
   wait_op* take(std::uint64_t& count) noexcept {
     count = std::exchange(count_, 0);
@@ -111,12 +121,18 @@ public:
     }
   }
 
-  // The turn is over: its statistics are recorded, and the batch handed over.
-  wait_op* finish() noexcept {
+  // The turn is over: its statistics are recorded, and the batch handed over, behind the
+  // waits decided before the turn and still in `ready` (their drain, queued, then finds
+  // fewer or none). Asio completes a wait aborted before a reactor pass ahead of the waits
+  // that pass finds expired, whatever handler comes first; so a timer's aborted wait is
+  // completed before a later wait of the same timer that this turn found due.
+  wait_op* finish(ready_queue& ready) noexcept {
     if (run_length_ != 0)
       counters_.late(now_ - run_wanted_, run_length_);
-    counters_.turn(size_);
-    return head_;
+    std::uint64_t decided_before = 0;
+    wait_op* const list = ready.take_before(head_, decided_before);
+    counters_.turn(size_, decided_before);
+    return list;
   }
 
 private:

@@ -95,7 +95,7 @@ void wheel_service<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& loc
   expiry_batch batch(now, queue_.counters());
   bool short_of_memory = false;
   const bool done = queue_.take_due(now, batch, short_of_memory);
-  wait_op* const list = batch.finish();
+  wait_op* const list = batch.finish(queue_.ready());
   bool failed = short_of_memory;
   std::exception_ptr error;
   try {
