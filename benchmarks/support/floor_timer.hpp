@@ -192,7 +192,10 @@ public:
   explicit floor_service(asio::execution_context& ctx)
       : asio::execution_context::service(ctx),
         scale_(std::chrono::milliseconds(1), clock_type::now()) {
-    wheel_.emplace(0);
+    // At the current tick, as wheel_driver starts its wheel: from tick 0, every deadline
+    // would differ from the wheel's time in a high digit and cascade through every level
+    // down (callgrind_ops fire: 527 instructions per timer instead of 209).
+    wheel_.emplace(scale_.floor(clock_type::now()));
   }
 
   // Whether the drain checks io_context::stopped() before each handler but the first; the
