@@ -80,8 +80,7 @@ struct wheel_statistics {
   /// again (lazy re-arm: one re-file per tick reached, however many re-arms).
   std::uint64_t lazy_refiles = 0;
   /// Batches of completions: lists of decided waits completed from one handler on the
-  /// context (one per driver turn that found waits due or waits decided before it, one per
-  /// drain that found aborted waits).
+  /// context (one per driver turn that found waits due, one per drain of aborted waits).
   std::uint64_t batches = 0;
   /// The largest batch so far, in waits.
   std::uint64_t largest_batch = 0;
@@ -160,12 +159,11 @@ struct wheel_counters {
       largest_batch = n;
   }
 
-  // An expiry turn that completed `n` waits it found due, after `before` waits decided
-  // before it (counted when they were decided).
-  void turn(std::uint64_t n, std::uint64_t before = 0) noexcept {
+  // An expiry turn that completed `n` waits.
+  void turn(std::uint64_t n) noexcept {
     ++turns;
     empty_turns += n == 0;
-    batch(n + before);
+    batch(n);
     decided[0] += n;
   }
 

@@ -36,6 +36,18 @@ public:
   ready_queue(const ready_queue&) = delete;
   ready_queue& operator=(const ready_queue&) = delete;
 
+  // `op` has left its timer `from` with its result: queued last. The timer is marked (see
+  // timer_entry::ready_mark_) until the queue is next taken.
+  void push(timer_entry& from, wait_op* op, bool aborted) noexcept {
+    from.ready_mark_ = epoch_;
+    push(op, aborted);
+  }
+
+  // Whether a wait of `entry` has been queued since the queue was last taken.
+  bool holds_wait_of(const timer_entry& entry) const noexcept {
+    return entry.ready_mark_ == epoch_;
+  }
+
   // `op` has left its timer with its result: queued last.
   void push(wait_op* op, bool aborted) noexcept {
     ++count_;
@@ -63,18 +75,9 @@ public:
     head_ = list;
   }
 
-  // Everything queued, followed by `rest` (a list, or null); `count` gets the number queued.
-  wait_op* take_before(wait_op* rest, std::uint64_t& count) noexcept {
-    if (head_ == nullptr) {
-      count = 0;
-      return rest;
-    }
-    tail_->next_ = rest;
-    return take(count);
-  }
-
   // Everything queued, for one batch; `count` gets its length.
   wait_op* take(std::uint64_t& count) noexcept {
+    ++epoch_;
     count = std::exchange(count_, 0);
     tail_ = nullptr;
     return std::exchange(head_, nullptr);
@@ -85,6 +88,12 @@ private:
   wait_op* tail_ = nullptr;
   // Waits queued, for the batch size of the next drain.
   std::uint64_t count_ = 0;
+  // How many times the queue has been taken (wrapping), so that a timer's ready_mark_ says
+  // whether a wait of the timer may still be queued: equal means yes. Starts at 1 so that
+  // an entry's initial mark of 0 says no; after 2^32 drains a stale mark can match by
+  // chance, which only queues a due wait behind the ready ones (late by one drain, in
+  // order).
+  std::uint32_t epoch_ = 1;
 };
 
 // The waits that one expiry turn at tick `now` takes from the wheel, in expiry order. The
@@ -100,14 +109,7 @@ public:
   // `entry` has just left the wheel, due: its waits join the batch, the one in its storage
   // for the block `spare` holds.
   void take(timer_entry& entry, spare_block& spare) noexcept {
-    // Per timer, not per wait: its waits share the deadline (see wheel_statistics).
-    if (entry.wanted_ != run_wanted_) {
-      if (run_length_ != 0)
-        counters_.late(now_ - run_wanted_, run_length_);
-      run_wanted_ = entry.wanted_;
-      run_length_ = 0;
-    }
-    ++run_length_;
+    count_late(entry);
     for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr; ++size_) {
       wait_op* const next = op->next_;
       op = evict(entry, op, spare);
@@ -121,18 +123,25 @@ public:
     }
   }
 
-  // The turn is over: its statistics are recorded, and the batch handed over, behind the
-  // waits decided before the turn and still in `ready` (their drain, queued, then finds
-  // fewer or none). Asio completes a wait aborted before a reactor pass ahead of the waits
-  // that pass finds expired, whatever handler comes first; so a timer's aborted wait is
-  // completed before a later wait of the same timer that this turn found due.
-  wait_op* finish(ready_queue& ready) noexcept {
+  // `entry` has just left the wheel, due: its lateness is recorded (with its waits in the
+  // batch, or elsewhere).
+  void count_late(const timer_entry& entry) noexcept {
+    // Per timer, not per wait: its waits share the deadline (see wheel_statistics).
+    if (entry.wanted_ != run_wanted_) {
+      if (run_length_ != 0)
+        counters_.late(now_ - run_wanted_, run_length_);
+      run_wanted_ = entry.wanted_;
+      run_length_ = 0;
+    }
+    ++run_length_;
+  }
+
+  // The turn is over: its statistics are recorded, and the batch handed over.
+  wait_op* finish() noexcept {
     if (run_length_ != 0)
       counters_.late(now_ - run_wanted_, run_length_);
-    std::uint64_t decided_before = 0;
-    wait_op* const list = ready.take_before(head_, decided_before);
-    counters_.turn(size_, decided_before);
-    return list;
+    counters_.turn(size_);
+    return head_;
   }
 
 private:

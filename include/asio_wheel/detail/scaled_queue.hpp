@@ -41,8 +41,8 @@
 // be started) may own a timer of the same service, whose destructor leaves its queue.
 
 #include <asio_wheel/basic_wheel_timer.hpp>
-#include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/node_fifo.hpp>
+#include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/timeout_scale.hpp>
 

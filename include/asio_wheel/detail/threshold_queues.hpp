@@ -40,8 +40,8 @@
 // A group whose ranges are all fixed (min == max, plain durations) never uses the queues and
 // does not listen to the scale: it works, and costs, exactly as before ranges existed.
 
-#include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/node_fifo.hpp>
+#include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/wheel_node.hpp>
 
 #include <algorithm>

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cassert>
+#include <cstdint>
 #include <functional>
 #include <utility>
 
@@ -42,6 +43,11 @@ struct timer_entry : wheel_node {
   // wait leaves the timer. Atomic because the owner reads it without the lock, to choose
   // where its next wait goes; declared here to share wheel_node's tail padding as well.
   std::atomic<bool> inline_busy_{false};
+  // The ready queue's epoch when a wait of this timer last joined it (see
+  // ready_queue::holds_wait_of): while it is current, a wait of the timer that a turn finds
+  // due queues behind it rather than completing first. Under the service's lock; in
+  // wheel_node's tail padding too.
+  std::uint32_t ready_mark_ = 0;
   // Pending waits, oldest first, linked through wait_op::next_ (null-terminated) and
   // wait_op::prev_ (circular: head_->prev_ is the newest, so no tail pointer is needed in
   // every timer). An entry with waits is in the wheel; one without may still be.

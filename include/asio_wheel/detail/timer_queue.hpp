@@ -65,7 +65,7 @@ public:
   [[nodiscard]] bool detach(wait_op* op, bool aborted, spare_block& spare) noexcept {
     timer_entry& entry = *op->owner_;
     unlink_wait(entry, op);
-    make_ready(evict(entry, op, spare), aborted);
+    make_ready(entry, evict(entry, op, spare), aborted);
     return entry.head_ == nullptr && --live_ == 0;
   }
 
@@ -76,7 +76,7 @@ public:
     std::size_t count = 0;
     while (op != nullptr) {
       wait_op* next = op->next_;
-      make_ready(evict(entry, op, spare), aborted);
+      make_ready(entry, evict(entry, op, spare), aborted);
       op = next;
       ++count;
     }
@@ -94,6 +94,8 @@ public:
   // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none and is
   // not in the wheel. The same filing, the same wanted_: nothing changes for the alarm.
   void move(timer_entry& to, timer_entry& from) noexcept {
+    if (ready_.holds_wait_of(from))
+      to.ready_mark_ = from.ready_mark_; // see queue_behind_ready: the moved waits come after
     if (from.head_ == nullptr) {
       if (from.is_linked())
         unfile(from); // a filing left behind, of no use to `to`
@@ -157,7 +159,12 @@ public:
   // since it was filed is filed again for wanted_; one whose waits have gone is dropped.
   // Returns false if entries are left due: the budget ran out, or (`short_of_memory`) a
   // wait in its timer's storage found no block to leave it for, and its entry went back.
-  bool take_due(tick_type now, expiry_batch& batch, bool& short_of_memory) {
+  // With `drain_queued` (the drain that will take the whole ready queue is posted), the
+  // waits of a timer whose earlier wait may still be in the ready queue go there, behind it
+  // (see queue_behind_ready); without, nothing would complete them there, so they join the
+  // batch: a mark from another context's queue (a timer moved across contexts) or from
+  // 2^32 drains ago can then cost the order, never a wait.
+  bool take_due(tick_type now, expiry_batch& batch, bool& short_of_memory, bool drain_queued) {
     return driver_.advance(now, [&](wheel_node& node) noexcept {
       auto& entry = static_cast<timer_entry&>(node);
       if (entry.head_ == nullptr) {
@@ -180,7 +187,12 @@ public:
       }
       spare_block spare(std::in_place, block);
       --live_;
-      batch.take(entry, spare);
+      if (drain_queued && ready_.holds_wait_of(entry)) {
+        batch.count_late(entry);
+        queue_behind_ready(entry, spare);
+      } else {
+        batch.take(entry, spare);
+      }
       entry.filed_.store(false, std::memory_order_release); // the turn is done with it
       return true;
     });
@@ -222,10 +234,23 @@ private:
 
   // Queues `op`, which has left its timer, for the drain that the caller has posted (or
   // for destruction, after shutdown).
-  void make_ready(wait_op* op, bool aborted) noexcept {
+  void make_ready(timer_entry& from, wait_op* op, bool aborted) noexcept {
     ++counters_.decided[aborted];
     unlink_cancellation(op);
-    ready_.push(op, aborted);
+    ready_.push(from, op, aborted);
+  }
+
+  // `entry` is due, but a wait of it decided before (aborted, say) may still be in the ready
+  // queue: its waits join that queue behind it, for the drain already posted. In the turn's
+  // batch they would complete first, where Asio completes a timer's aborted wait before any
+  // later wait of the timer (it posts the aborted one at once). Only such a timer's waits
+  // take this path: the others of the turn keep their place ahead of the drain, as in Asio.
+  void queue_behind_ready(timer_entry& entry, spare_block& spare) noexcept {
+    for (wait_op* op = std::exchange(entry.head_, nullptr); op != nullptr;) {
+      wait_op* const next = op->next_;
+      make_ready(entry, evict(entry, op, spare), false);
+      op = next;
+    }
   }
 
   // Statistics (see wheel_statistics): totals only ever grow.

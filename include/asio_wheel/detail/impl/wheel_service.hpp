@@ -94,8 +94,8 @@ void wheel_service<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& loc
   const tick_type now = queue_.driver().turn_at(Clock::now());
   expiry_batch batch(now, queue_.counters());
   bool short_of_memory = false;
-  const bool done = queue_.take_due(now, batch, short_of_memory);
-  wait_op* const list = batch.finish(queue_.ready());
+  const bool done = queue_.take_due(now, batch, short_of_memory, drain_.queued());
+  wait_op* const list = batch.finish();
   bool failed = short_of_memory;
   std::exception_ptr error;
   try {
