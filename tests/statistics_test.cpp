@@ -16,12 +16,15 @@
 #include <asio_wheel/virtual_time.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
+#include <asio/error.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -204,4 +207,33 @@ TEST_CASE("heartbeat_group statistics: members, pings, drops, re-files, wake-ups
   CHECK(drops == 1);
   group.unwatch(busy);
   vt.advance(0s);
+}
+
+// A turn that finds a timer due whose aborted wait is still queued sends the due wait
+// behind it (see timer_queue::queue_behind_ready): the turn found a wait due, so it is not
+// an empty turn, and the waits are counted once each.
+TEST_CASE("a turn whose due waits queue behind an aborted one is not an empty turn") {
+  asio::io_context io;
+  std::string out;
+  auto log = [&out](const char* name) {
+    return [&out, name](const asio::error_code& ec) {
+      out += std::string(name) + (ec ? "-aborted " : "-ok ");
+    };
+  };
+  asio_wheel::wheel_timer x(io);
+  asio::post(io, [&] {
+    x.expires_after(-1s);
+    x.async_wait(log("x1"));
+    x.cancel();
+    x.expires_after(-1s);
+    x.async_wait(log("x2"));
+  });
+  io.run();
+  CHECK(out == "x1-aborted x2-ok ");
+  const auto s = asio_wheel::get_statistics(io);
+  CHECK(s.waits_started == 2);
+  CHECK(s.waits_succeeded == 1);
+  CHECK(s.waits_aborted == 1);
+  CHECK(s.driver_turns >= 1);
+  CHECK(s.empty_turns == 0);
 }

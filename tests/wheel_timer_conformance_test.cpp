@@ -603,6 +603,73 @@ TEST_CASE_TEMPLATE("completion order around aborted waits is Asio's", Timer, TIM
   CHECK(out == want);
 }
 
+// A batch cut short by io_context::stop() or a throwing handler: what is left of it still
+// completes before a later wait of one of its timers (found by review: the next wait, due
+// in the next turn, completed first).
+TEST_CASE_TEMPLATE("a timer's wait left in a batch cut short completes before its next wait", Timer,
+                   TIMER_TYPES) {
+  asio::io_context ioc;
+  std::string out;
+  auto log = [&out](const char* name) {
+    return [&out, name](const asio::error_code& ec) {
+      out += std::string(name) + (ec ? "-aborted " : "-ok ");
+    };
+  };
+  Timer x(ioc), t(ioc);
+  std::string want;
+  const auto cut = [&](bool by_throw) {
+    // Starts t's next wait, already due, and cuts the batch.
+    return [&, by_throw](const asio::error_code& ec) {
+      log("X")(ec);
+      t.expires_after(-1s);
+      t.async_wait(log("T2"));
+      if (by_throw)
+        throw std::runtime_error("from a handler");
+      ioc.stop();
+    };
+  };
+  SUBCASE("a drain of aborted waits, stopped") {
+    x.expires_after(kFar);
+    x.async_wait(cut(false));
+    t.expires_after(kFar);
+    t.async_wait(log("T1"));
+    asio::post(ioc, [&] {
+      x.cancel();
+      t.cancel();
+    });
+    want = "X-aborted | T1-aborted T2-ok | | ";
+  }
+  SUBCASE("a drain of aborted waits, a handler throws") {
+    x.expires_after(kFar);
+    x.async_wait(cut(true));
+    t.expires_after(kFar);
+    t.async_wait(log("T1"));
+    asio::post(ioc, [&] {
+      x.cancel();
+      t.cancel();
+    });
+    want = "X-aborted ! T1-aborted T2-ok | | ";
+  }
+  SUBCASE("an expiry turn, stopped") {
+    const auto at = sclock::now() + 5ms;
+    x.expires_at(at);
+    t.expires_at(at);
+    x.async_wait(cut(false));
+    t.async_wait(log("T1"));
+    want = "X-ok | T1-ok T2-ok | | ";
+  }
+  for (int i = 0; i < 3; ++i) {
+    try {
+      guarded_run(ioc);
+      out += "| ";
+    } catch (const std::runtime_error&) {
+      out += "! ";
+    }
+    ioc.restart();
+  }
+  CHECK(out == want);
+}
+
 TEST_CASE_TEMPLATE("run() returns once a due wait completes after the far one was cancelled", Timer,
                    TIMER_TYPES) {
   asio::io_context ioc;

@@ -159,10 +159,11 @@ struct wheel_counters {
       largest_batch = n;
   }
 
-  // An expiry turn that completed `n` waits.
-  void turn(std::uint64_t n) noexcept {
+  // An expiry turn that completed `n` waits (`found`: it found some due, those it queued
+  // behind an earlier wait of their timer included).
+  void turn(std::uint64_t n, bool found) noexcept {
     ++turns;
-    empty_turns += n == 0;
+    empty_turns += !found;
     batch(n);
     decided[0] += n;
   }

@@ -43,9 +43,11 @@ public:
     push(op, aborted);
   }
 
-  // Whether a wait of `entry` has been queued since the queue was last taken.
+  // Whether a wait of `entry` may be in the queue: one was queued since the queue was last
+  // taken, or the rest of an interrupted batch was put back since (its timers are not
+  // marked: any may have a wait there).
   bool holds_wait_of(const timer_entry& entry) const noexcept {
-    return entry.ready_mark_ == epoch_;
+    return entry.ready_mark_ == epoch_ || requeued_ == epoch_;
   }
 
   // `op` has left its timer with its result: queued last.
@@ -63,6 +65,7 @@ public:
 
   // The rest of a batch that a throwing handler interrupted: queued first, in its order.
   void push_front(wait_op* list) noexcept {
+    requeued_ = epoch_;
     wait_op* last = list;
     ++count_;
     while (last->next_ != nullptr) {
@@ -94,6 +97,8 @@ private:
   // chance, which only queues a due wait behind the ready ones (late by one drain, in
   // order).
   std::uint32_t epoch_ = 1;
+  // The epoch in which the rest of a batch was last put back (push_front); 0: none yet.
+  std::uint32_t requeued_ = 0;
 };
 
 // The waits that one expiry turn at tick `now` takes from the wheel, in expiry order. The
@@ -126,6 +131,7 @@ public:
   // `entry` has just left the wheel, due: its lateness is recorded (with its waits in the
   // batch, or elsewhere).
   void count_late(const timer_entry& entry) noexcept {
+    ++found_;
     // Per timer, not per wait: its waits share the deadline (see wheel_statistics).
     if (entry.wanted_ != run_wanted_) {
       if (run_length_ != 0)
@@ -140,7 +146,7 @@ public:
   wait_op* finish() noexcept {
     if (run_length_ != 0)
       counters_.late(now_ - run_wanted_, run_length_);
-    counters_.turn(size_);
+    counters_.turn(size_, found_ != 0);
     return head_;
   }
 
@@ -150,6 +156,8 @@ private:
   wait_op* head_ = nullptr;
   wait_op** tail_ = &head_;
   std::uint64_t size_ = 0;
+  // Timers found due, their waits in the batch or queued behind (see timer_queue).
+  std::uint64_t found_ = 0;
   tick_type run_wanted_ = 0;
   std::uint64_t run_length_ = 0;
 };
