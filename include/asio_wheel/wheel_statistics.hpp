@@ -22,8 +22,11 @@ namespace asio_wheel {
 
 /// A snapshot of the timing wheel of one execution context and clock.
 /**
- * Returned by get_statistics(). Every field was read under the wheel's lock at one instant,
- * so the fields agree with each other (for instance waits_pending() is exact). The totals
+ * Returned by get_statistics(). A context's wheel is cut into shards, one per thread that
+ * starts waits (up to the number of hardware threads); each shard's fields are read under
+ * its lock at one instant, so they agree with each other, and the snapshot is their sum
+ * (largest_batch: their maximum; next_expiry: the earliest). So waits_pending() is exact,
+ * the sum of each shard's pending waits at the instant it was read. The totals
  * count from the wheel's creation (the context's first wheel wait on that clock) and only
  * grow. A context without a wheel for the clock gives a snapshot of zeros.
  *
@@ -37,6 +40,11 @@ struct wheel_statistics {
 
   /// The wheel's tick length; zero when the context has no wheel for this clock.
   std::chrono::nanoseconds tick{0};
+
+  /// The shards the wheel is cut into so far: one for each thread that started waits, up
+  /// to the number of hardware threads (rounded up to a power of two; ASIO_WHEEL_SHARDS
+  /// fixes it, ASIO_WHEEL_MAX_SHARDS bounds it), and one for a virtual clock.
+  std::size_t shards = 0;
 
   // --- Now. ---
 
@@ -189,6 +197,29 @@ struct wheel_counters {
     s.lateness_sum = lateness_sum;
   }
 };
+
+// Adds one shard's snapshot `part` to `total` (see wheel_statistics); tick is the caller's.
+inline void accumulate(wheel_statistics& total, const wheel_statistics& part) noexcept {
+  ++total.shards;
+  total.timers_pending += part.timers_pending;
+  for (std::size_t i = 0; i < wheel_statistics::levels; ++i)
+    total.timers_per_level[i] += part.timers_per_level[i];
+  if (part.next_expiry && (!total.next_expiry || *part.next_expiry < *total.next_expiry))
+    total.next_expiry = part.next_expiry;
+  total.waits_started += part.waits_started;
+  total.waits_succeeded += part.waits_succeeded;
+  total.waits_aborted += part.waits_aborted;
+  total.waits_expired_at_start += part.waits_expired_at_start;
+  total.driver_turns += part.driver_turns;
+  total.empty_turns += part.empty_turns;
+  total.lazy_refiles += part.lazy_refiles;
+  total.batches += part.batches;
+  total.largest_batch = std::max(total.largest_batch, part.largest_batch);
+  total.budget_turns += part.budget_turns;
+  for (std::size_t k = 0; k < wheel_statistics::lateness_buckets; ++k)
+    total.lateness[k] += part.lateness[k];
+  total.lateness_sum += part.lateness_sum;
+}
 
 } // namespace detail
 } // namespace asio_wheel

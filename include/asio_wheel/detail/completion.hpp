@@ -80,7 +80,7 @@ public:
 
   // Everything queued, for one batch; `count` gets its length.
   wait_op* take(std::uint64_t& count) noexcept {
-    ++epoch_;
+    ++epoch_; // std::uint16_t: wraps, as said below
     count = std::exchange(count_, 0);
     tail_ = nullptr;
     return std::exchange(head_, nullptr);
@@ -93,12 +93,12 @@ private:
   std::uint64_t count_ = 0;
   // How many times the queue has been taken (wrapping), so that a timer's ready_mark_ says
   // whether a wait of the timer may still be queued: equal means yes. Starts at 1 so that
-  // an entry's initial mark of 0 says no; after 2^32 drains a stale mark can match by
+  // an entry's initial mark of 0 says no; after 2^16 drains a stale mark can match by
   // chance, which only queues a due wait behind the ready ones (late by one drain, in
   // order).
-  std::uint32_t epoch_ = 1;
+  std::uint16_t epoch_ = 1;
   // The epoch in which the rest of a batch was last put back (push_front); 0: none yet.
-  std::uint32_t requeued_ = 0;
+  std::uint16_t requeued_ = 0;
 };
 
 // The waits that one expiry turn at tick `now` takes from the wheel, in expiry order. The

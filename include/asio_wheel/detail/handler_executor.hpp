@@ -36,20 +36,24 @@ namespace asio_wheel::detail {
 // context's scheduler. Never the timer's or the handler's executor, which may be a strand
 // or a user's executor: the alarm and every batch would run inside it, serializing the
 // handlers of unrelated timers with its own (and blocking one that waits on work posted to
-// it). `mutex` is the service's lock, which find() runs under.
+// it). One per service, shared by its shards.
 class service_home {
 public:
-  service_home(asio::execution_context& context, futex_mutex& mutex) noexcept
-      : context_(context), mutex_(mutex) {}
+  explicit service_home(asio::execution_context& context) noexcept : context_(context) {}
 
   service_home(const service_home&) = delete;
   service_home& operator=(const service_home&) = delete;
 
-  // With the service's lock held: chooses the home from the timer's I/O executor or, if that
-  // tells nothing, the handler's. Strong guarantee. Out of line: it runs once per context,
-  // and inlined it would cost every wait's start its inlining budget.
+  // Chooses the home from the timer's I/O executor or, if that tells nothing, the handler's,
+  // unless it is found. Strong guarantee. Any thread; a shard calls it with its own lock
+  // held (the order is: a shard's lock, then the home's). Out of line: it runs once per
+  // shard, and inlined it would cost every wait's start its inlining budget.
   template <typename IoExecutor, typename Executor>
   [[gnu::cold, gnu::noinline]] void find(const IoExecutor& io_ex, const Executor& ex) {
+    // Acquire: a shard that finds the home found by another thread then reads executor_.
+    if (found_.load(std::memory_order_acquire))
+      return;
+    std::lock_guard lock(mutex_);
     if (found_.load(std::memory_order_relaxed))
       return;
     context_kind kind = kind_of(io_ex);
@@ -217,7 +221,6 @@ private:
   find_from(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
     if (&static_cast<asio::execution_context&>(ex.context()) != &context_)
       return nullptr; // another context's: the timer's own executor will tell, later
-    std::lock_guard lock(mutex_);
     find(ex, ex);
     return io_context_.load(std::memory_order_relaxed);
   }
@@ -231,7 +234,8 @@ private:
   }
 
   asio::execution_context& context_;
-  futex_mutex& mutex_;
+  // Guards find(): the members below until found_ is set.
+  futex_mutex mutex_;
   // Only for a context of a kind find() cannot tell: the thread the home runs on. Declared
   // before executor_, which refers to it, so that it outlives it.
   std::optional<asio::thread_pool> own_thread_;
@@ -242,7 +246,7 @@ private:
   // called directly from the drains. Set once, by find(); read without the lock.
   std::atomic<asio::io_context*> io_context_{nullptr};
   // The context's own plain executor (untracked, not a strand), or own_thread_'s. Guarded
-  // by the service's lock until found_ is set.
+  // by mutex_ until found_ is set.
   asio::any_io_executor executor_;
 };
 

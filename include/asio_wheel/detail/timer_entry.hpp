@@ -43,11 +43,17 @@ struct timer_entry : wheel_node {
   // wait leaves the timer. Atomic because the owner reads it without the lock, to choose
   // where its next wait goes; declared here to share wheel_node's tail padding as well.
   std::atomic<bool> inline_busy_{false};
+  // The shard of the service (see wheel_shard) whose wheel holds the entry, or held it
+  // last: while filed_, every change to the entry and its waits is made under that shard's
+  // lock. Written under that lock when a wait files the entry; it changes only while the
+  // entry is idle, by the owner's next wait (which files it in the owner's thread's shard),
+  // so the owner reads it without a lock. In wheel_node's tail padding too.
+  std::uint8_t shard_ = 0;
   // The ready queue's epoch when a wait of this timer last joined it (see
   // ready_queue::holds_wait_of): while it is current, a wait of the timer that a turn finds
-  // due queues behind it rather than completing first. Under the service's lock; in
-  // wheel_node's tail padding too.
-  std::uint32_t ready_mark_ = 0;
+  // due queues behind it rather than completing first. Under the shard's lock; in
+  // wheel_node's tail padding too (16 bits: shard_ takes a byte of the 32 it had).
+  std::uint16_t ready_mark_ = 0;
   // Pending waits, oldest first, linked through wait_op::next_ (null-terminated) and
   // wait_op::prev_ (circular: head_->prev_ is the newest, so no tail pointer is needed in
   // every timer). An entry with waits is in the wheel; one without may still be.

@@ -36,7 +36,8 @@ namespace asio_wheel::detail {
 template <typename Clock>
 class timer_queue {
 public:
-  timer_queue() = default;
+  // The queue of shard `shard` (see timer_entry::shard_).
+  explicit timer_queue(std::uint8_t shard) noexcept : shard_(shard) {}
   timer_queue(const timer_queue&) = delete;
   timer_queue& operator=(const timer_queue&) = delete;
 
@@ -94,6 +95,7 @@ public:
   // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none and is
   // not in the wheel. The same filing, the same wanted_: nothing changes for the alarm.
   void move(timer_entry& to, timer_entry& from) noexcept {
+    to.shard_ = from.shard_; // the waits stay in their shard, and this queue is its
     if (ready_.holds_wait_of(from))
       to.ready_mark_ = from.ready_mark_; // see queue_behind_ready: the moved waits come after
     if (from.head_ == nullptr) {
@@ -126,7 +128,7 @@ public:
   // After shutdown: destroys every wait, uncalled, without the lock (a handler's destructor
   // may destroy timers, which calls back in). One timer at a time, so that the wait in its
   // storage is destroyed while the timer surely exists; a timer destroyed meanwhile
-  // destroys its own (see wheel_service::release).
+  // destroys its own (see wheel_shard::release).
   void destroy_all(std::unique_lock<futex_mutex>& lock) noexcept {
     for (;;) {
       std::uint64_t count = 0;
@@ -229,6 +231,7 @@ private:
       driver_.wheel().remove(entry);
     }
     entry.filed_.store(true, std::memory_order_relaxed);
+    entry.shard_ = shard_;
     driver_.wheel().insert(entry, deadline);
   }
 
@@ -261,6 +264,8 @@ private:
   // there are some: entries left behind without waits do not keep run() going.
   std::size_t live_ = 0;
   ready_queue ready_;
+  // The shard whose queue this is: written into each entry it files.
+  const std::uint8_t shard_;
 };
 
 } // namespace asio_wheel::detail

@@ -70,17 +70,22 @@ public:
   // A new tick, checked: only before the first wait (`fixed`: there has been one), since
   // deadlines computed in the old tick would be misread.
   void set_tick(duration tick, bool fixed) {
+    check_tick(tick, scale_.tick(), fixed);
+    if (tick != scale_.tick())
+      reset(tick);
+  }
+
+  // Throws as set_tick() would, for a wheel whose tick is `current`; changes nothing. For an
+  // owner of several wheels (the shards of a service), which checks before it changes any.
+  static void check_tick(duration tick, duration current, bool fixed) {
     if (tick <= duration::zero() || tick > max_tick)
       throw std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
                                   " ns; the tick must be positive and at most 60 s (default 1 ms)");
-    if (tick == scale_.tick())
-      return;
-    if (fixed)
+    if (tick != current && fixed)
       throw std::logic_error("asio_wheel: the tick of a context can only be changed before its "
                              "first wait (it is " +
-                             std::to_string(to_ns(scale_.tick())) +
+                             std::to_string(to_ns(current)) +
                              " ns); call set_tick() right after creating the io_context");
-    reset(tick);
   }
 
   const tick_scale<Clock>& scale() const noexcept { return scale_; }

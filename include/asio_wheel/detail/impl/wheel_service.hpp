@@ -9,143 +9,68 @@
 #ifndef ASIO_WHEEL_DETAIL_IMPL_WHEEL_SERVICE_HPP
 #define ASIO_WHEEL_DETAIL_IMPL_WHEEL_SERVICE_HPP
 
-// The wheel service's members that are off the path of a wait: the first wait of a context,
-// shutdown, the service's own handlers (the alarm, the expiry turn and its continuation, the
-// drain), and the accessors of statistics and virtual time. Out of the class body, as Asio's
-// detail/impl/ files are, so that the class reads as the service's interface and its
-// hot path; included at the bottom of wheel_service.hpp, and includes it, so that it
-// compiles alone.
+// The wheel service's members that are off the path of a wait: making a shard, shutdown,
+// statistics and virtual time. Out of the class body, as Asio's detail/impl/ files are;
+// included at the bottom of wheel_service.hpp, and includes it, so that it compiles alone.
 
 #include <asio_wheel/detail/wheel_service.hpp>
 
 namespace asio_wheel::detail {
 
 template <typename Clock, typename WaitTraits>
-wheel_statistics wheel_service<Clock, WaitTraits>::statistics(bool count_levels) const {
-  wheel_statistics s;
+auto wheel_service<Clock, WaitTraits>::make_shard(unsigned index) -> shard_type& {
+  if (index == no_shard)
+    index = take_thread_shard();
   std::lock_guard lock(mutex_);
-  queue_.snapshot(s, count_levels);
-  return s;
-}
-
-template <typename Clock, typename WaitTraits>
-auto wheel_service<Clock, WaitTraits>::virtual_next() const -> std::optional<time_point> {
-  static_assert(is_virtual_clock<Clock>::value);
-  std::lock_guard lock(mutex_);
-  if (!queue_.driver().armed() || queue_.live() == 0 || shutdown_)
-    return std::nullopt;
-  return queue_.driver().alarm_time();
-}
-
-template <typename Clock, typename WaitTraits>
-bool wheel_service<Clock, WaitTraits>::virtual_fire() {
-  static_assert(is_virtual_clock<Clock>::value);
-  std::lock_guard lock(mutex_);
-  if (!queue_.driver().armed() || shutdown_)
-    return false;
-  queue_.driver().disarm(); // as on_alarm(): the next arm comes from this turn
-  asio::post(home_.executor(), [this] {
-    std::unique_lock relock(mutex_);
-    expire(relock);
-  });
-  return true;
-}
-
-template <typename Clock, typename WaitTraits>
-template <typename IoExecutor, typename Executor>
-void wheel_service<Clock, WaitTraits>::start(const IoExecutor& io_ex, const Executor& ex) {
-  home_.find(io_ex, ex);
-  reserve_.fill();
-  alarm_.start(home_.executor());
+  shard_type* s = shards_[index].load(std::memory_order_relaxed);
+  if (s == nullptr) {
+    s = new shard_type(home_, static_cast<std::uint8_t>(index), tick_, shut_down_);
+    shards_[index].store(s, std::memory_order_release);
+  }
+  return *s;
 }
 
 template <typename Clock, typename WaitTraits>
 void wheel_service<Clock, WaitTraits>::shutdown() {
   // The home's own thread, if any, may be in a turn or a drain: it finishes that, without
-  // the lock held here, and runs nothing more. What it had queued goes with it, below.
+  // the locks held here, and runs nothing more. What it had queued goes with it, below.
   home_.stop();
-  std::unique_lock lock(mutex_);
-  shutdown_ = true;
-  queue_.driver().disarm();
-  alarm_.stop();
-  queue_.destroy_all(lock);
+  {
+    std::lock_guard lock(mutex_);
+    shut_down_ = true;
+  }
+  // Every shard stops before any destroys its waits: a handler's destructor may release a
+  // timer of another shard, which must find it shut down (nothing posted, nothing armed).
+  for_each_shard([](shard_type& s) { s.stop_for_shutdown(); });
+  for_each_shard([](shard_type& s) { s.destroy_for_shutdown(); });
   home_.release();
 }
 
 template <typename Clock, typename WaitTraits>
-void wheel_service<Clock, WaitTraits>::on_alarm() {
-  std::unique_lock lock(mutex_);
-  alarm_.done();
-  queue_.driver().disarm();
-  if (!shutdown_)
-    expire(lock);
-}
-
-template <typename Clock, typename WaitTraits>
-void wheel_service<Clock, WaitTraits>::resume() {
-  std::unique_lock lock(mutex_);
-  continuation_.ran();
-  if (!shutdown_)
-    expire(lock);
-}
-
-template <typename Clock, typename WaitTraits>
-void wheel_service<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock) {
-  const tick_type now = queue_.driver().turn_at(Clock::now());
-  expiry_batch batch(now, queue_.counters());
-  bool short_of_memory = false;
-  const bool done = queue_.take_due(now, batch, short_of_memory, drain_.queued());
-  wait_op* const list = batch.finish();
-  bool failed = short_of_memory;
-  std::exception_ptr error;
-  try {
-    if (!done) {
-      queue_.counters().budget_turns += !short_of_memory;
-      // Give the context's other handlers a turn before the rest of the backlog.
-      post_continuation();
-    } else if (queue_.live() != 0) {
-      // The first filing may be one left behind (see timer_queue::file): early, never late.
-      if (auto next = queue_.driver().wheel().next_expiry())
-        failed = !arm_if_earlier(*next) || failed;
-    } else {
-      // The turn took the last wait. The alarm may still be armed (this turn is a
-      // continuation, not the alarm's) for a filing left behind by a cancelled wait: a
-      // wait outstanding on Asio's timer would keep run() from returning until then.
-      alarm_.disarm(queue_.driver());
-    }
-  } catch (...) {
-    // Only on a context that is neither an io_context nor a thread pool: posting failed.
-    error = std::current_exception();
-  }
-  lock.unlock();
-  complete(list);
-  if (error)
-    std::rethrow_exception(error);
-  if (failed)
-    throw std::bad_alloc();
-}
-
-template <typename Clock, typename WaitTraits>
-void wheel_service<Clock, WaitTraits>::drain() {
-  wait_op* list = nullptr;
+wheel_statistics wheel_service<Clock, WaitTraits>::statistics(bool count_levels) const {
+  wheel_statistics total;
   {
     std::lock_guard lock(mutex_);
-    std::uint64_t count = 0;
-    list = queue_.ready().take(count);
-    drain_.ran();
-    reserve_.refill();
-    queue_.counters().batch(count);
+    total.tick = std::chrono::duration_cast<std::chrono::nanoseconds>(tick_);
   }
-  complete(list);
+  for_each_shard([&](const shard_type& s) { accumulate(total, s.statistics(count_levels)); });
+  return total;
 }
 
 template <typename Clock, typename WaitTraits>
-void wheel_service<Clock, WaitTraits>::complete(wait_op* list) {
-  complete_batch(list, home_, [this](wait_op* rest) {
-    std::lock_guard lock(mutex_);
-    queue_.ready().push_front(rest);
-    post_drain(); // on an io_context or a thread pool, cannot throw
-  });
+auto wheel_service<Clock, WaitTraits>::virtual_next() const -> std::optional<time_point> {
+  static_assert(is_virtual_clock<Clock>::value);
+  if (shard_type* s = shards_[0].load(std::memory_order_acquire))
+    return s->virtual_next();
+  return std::nullopt;
+}
+
+template <typename Clock, typename WaitTraits>
+bool wheel_service<Clock, WaitTraits>::virtual_fire() {
+  static_assert(is_virtual_clock<Clock>::value);
+  if (shard_type* s = shards_[0].load(std::memory_order_acquire))
+    return s->virtual_fire();
+  return false;
 }
 
 } // namespace asio_wheel::detail

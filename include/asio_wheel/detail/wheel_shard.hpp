@@ -1,0 +1,369 @@
+//
+// detail/wheel_shard.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP
+#define ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP
+
+// One shard of a context's wheel service (detail/wheel_service.hpp): a timing wheel with its
+// own lock, its waits, its alarm (one Asio timer, armed for the shard's next expiry and
+// cancelled when no wait is left, so that an idle context's run() can return), and the
+// expiry turns and drains that complete its waits (completion.hpp), run on the service's
+// home. It is the glue of one wheel: it holds the lock, builds each wait's operation, hands
+// it to its timer_queue (the entries, their waits, the wheel) and arms its service_alarm.
+// Whatever it starts by itself lives in memory it owns (own_memory, block_reserve).
+// A context has one shard per thread that starts waits, up to a bound (see wheel_service),
+// so that threads running one context do not share a lock or a turn: a timer's waits live in
+// one shard while any is pending or its entry is filed (timer_entry::shard_).
+
+#include <asio_wheel/detail/block_reserve.hpp>
+#include <asio_wheel/detail/completion.hpp>
+#include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/handler_executor.hpp>
+#include <asio_wheel/detail/op_cancellation.hpp>
+#include <asio_wheel/detail/own_memory.hpp>
+#include <asio_wheel/detail/service_alarm.hpp>
+#include <asio_wheel/detail/timer_entry.hpp>
+#include <asio_wheel/detail/timer_queue.hpp>
+#include <asio_wheel/detail/wait_op.hpp>
+#include <asio_wheel/virtual_clock.hpp>
+#include <asio_wheel/wheel_statistics.hpp>
+
+#include <asio_wheel/detail/asio_forward.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace asio_wheel::detail {
+
+template <typename Clock, typename WaitTraits>
+class alignas(64) wheel_shard {
+public:
+  using clock_type = Clock;
+  using duration = typename Clock::duration;
+  using time_point = typename Clock::time_point;
+
+  // Shard `index` of a service whose handlers run on `home`, with the context's tick.
+  // `shutdown`: the service has shut down already (a shard made after that starts nothing).
+  wheel_shard(service_home& home, std::uint8_t index, duration tick, bool shutdown)
+      : home_(home), queue_(index), shutdown_(shutdown) {
+    queue_.driver().set_tick(tick, false);
+  }
+
+  wheel_shard(const wheel_shard&) = delete;
+  wheel_shard& operator=(const wheel_shard&) = delete;
+
+  ~wheel_shard() {
+    // Waits aborted after shutdown (by another service's shutdown, say): never called.
+    std::uint64_t count = 0;
+    destroy_list(queue_.ready().take(count));
+  }
+
+  // The service's set_tick(), with every shard's lock held by the service: whether a wait
+  // has fixed the tick, then the change (checked by the service before any shard changes).
+  bool tick_fixed() const noexcept { return alarm_.started(); }
+  void set_tick(duration tick) { queue_.driver().set_tick(tick, false); }
+  futex_mutex& mutex() const noexcept { return mutex_; }
+
+  // Starts a wait on `entry` for `expiry`. Strong guarantee: if it throws, nothing changed.
+  // `home` is home_, passed by the service, which has its address without a load (a load
+  // per wait is 0.5% of callgrind_ops arm).
+  template <typename Handler, typename IoExecutor>
+  void async_wait(timer_entry& entry, const time_point& expiry, Handler&& handler,
+                  const IoExecutor& io_ex, service_home& home) {
+    assert(&home == &home_);
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto ex = asio::get_associated_executor(handler, io_ex);
+
+    // Emplaced before the op is built, so that a throwing emplace leaks nothing; until the
+    // op is linked below, the handler has nothing to cancel.
+    cancellation* slot_handler = nullptr;
+    if (slot.is_connected())
+      slot_handler = &slot.template emplace<cancellation>(this);
+
+    wait_op* const op = make_wait_op(entry, std::forward<Handler>(handler), ex, home);
+
+    // The lock is gone before the wait is destroyed (its handler's destructor may call back
+    // in): by unwinding, or at the end of the block. A lock_guard, not a unique_lock, whose
+    // owns flag the compiler kept testing.
+    bool started = false;
+    try {
+      std::lock_guard lock(mutex_);
+      started = start_wait(entry, op, expiry, slot_handler, io_ex, ex);
+    } catch (...) {
+      discard(entry, op);
+      throw;
+    }
+    if (!started)
+      discard(entry, op);
+  }
+
+  // Aborts every pending wait of `entry`; returns how many. Strong guarantee.
+  std::size_t cancel(timer_entry& entry) {
+    std::lock_guard lock(mutex_);
+    return detach_all(entry, true);
+  }
+
+  // Aborts the oldest pending wait of `entry`; returns how many (0 or 1). Strong guarantee.
+  std::size_t cancel_one(timer_entry& entry) {
+    std::lock_guard lock(mutex_);
+    wait_op* const op = entry.head_;
+    if (op == nullptr)
+      return 0;
+    spare_block spare(entry.holds(op));
+    detach(op, spare);
+    return 1;
+  }
+
+  // The timer is going (destroyed, or assigned over): aborts its waits, as cancel(), and
+  // takes its entry out of the wheel. From a destructor, a wait in the timer's storage that
+  // finds no block on the heap takes one from the reserve, and only if that is empty too,
+  // throws (and the destructor terminates); otherwise strong guarantee. After shutdown,
+  // the waits are destroyed instead, here, without allocating.
+  void release(timer_entry& entry, bool from_destructor) {
+    std::unique_lock lock(mutex_);
+    if (shutdown_) {
+      const doomed_waits waits = queue_.take_doomed(entry);
+      lock.unlock();
+      waits.destroy(entry);
+      return;
+    }
+    if (entry.head_ != nullptr) {
+      const bool in_timer = entry.inline_busy_.load(std::memory_order_relaxed);
+      spare_block spare = from_destructor ? reserve_.spare(in_timer) : spare_block(in_timer);
+      detach_all(entry, true, spare);
+    }
+    if (entry.is_linked())
+      queue_.unfile(entry);
+  }
+
+  // Moves the pending waits of `entry` to a new expiry without aborting them: lets an idle
+  // timer follow a changed timeout without an operation_aborted round trip. Strong
+  // guarantee.
+  void retarget(timer_entry& entry, const time_point& expiry) {
+    std::lock_guard lock(mutex_);
+    if (entry.head_ == nullptr)
+      return;
+    const tick_type deadline = queue_.driver().scale().ceil(expiry);
+    if (queue_.driver().due(deadline)) {
+      detach_all(entry, false);
+      return;
+    }
+    // Armed first: if that throws (only on a context other than an io_context or a thread
+    // pool), the waits have not moved. Moved now, even when later: an idle timer's timeout
+    // moves rarely, and a filing left behind would wake the alarm once more.
+    arm_if_earlier(deadline);
+    queue_.refile(entry, deadline);
+  }
+
+  // Moves the pending waits of `from` to `to` (a timer being moved).
+  void move_entry(timer_entry& to, timer_entry& from) {
+    std::lock_guard lock(mutex_);
+    queue_.move(to, from);
+  }
+
+  // A consistent snapshot (see wheel_statistics), from any thread.
+  wheel_statistics statistics(bool count_levels) const;
+
+  // Virtual clock only (see virtual_time): the time the alarm would be armed for, empty
+  // when nothing is pending.
+  std::optional<time_point> virtual_next() const;
+
+  // Virtual clock only: the alarm's wake-up, as the Asio timer would complete it, posted
+  // to the context (the caller polls it). Returns false if nothing was armed.
+  bool virtual_fire();
+
+private:
+  using cancellation = op_cancellation<wheel_shard>;
+  friend cancellation;
+
+  // First wait on this shard, with mutex_ held: the home, if no is_home() question found it
+  // yet, the reserve, and the alarm on the home. Strong guarantee. Out of line: it runs once
+  // per shard (callgrind_ops counts every wait's inlining budget).
+  template <typename IoExecutor, typename Executor>
+  [[gnu::cold, gnu::noinline]] void start(const IoExecutor& io_ex, const Executor& ex);
+
+public:
+  // The service's shutdown, in two passes over its shards, so that no shard posts a drain
+  // while another destroys its waits (a handler's destructor may release a timer of any
+  // shard): first every shard stops (nothing more is posted or armed), then each destroys
+  // its waits, uncalled.
+  void stop_for_shutdown();
+  void destroy_for_shutdown();
+
+private:
+
+  // --- Everything below runs with mutex_ held, unless it says otherwise. ---
+
+  // Links `op`, built for `entry`, as a wait for `expiry`; false after shutdown (the caller
+  // then destroys it). If it throws, nothing changed.
+  template <typename IoExecutor, typename Executor>
+  [[gnu::always_inline]] bool start_wait(timer_entry& entry, wait_op* op, const time_point& expiry,
+                                         cancellation* slot_handler, const IoExecutor& io_ex,
+                                         const Executor& ex) {
+    if (shutdown_)
+      return false;
+    ++queue_.counters().started;
+    // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
+    // expiry that has passed is filed at the wheel's current tick, due, and an expiry turn is
+    // queued for it instead of the alarm: like Asio's timer queue, which keeps such a wait
+    // until the reactor's next pass, the wait stays on its timer until that turn, so a
+    // cancel() or expires_*() before it still aborts it. Filed at the wheel's time, not its
+    // own deadline, so that the lateness statistics count only the wheel's delay.
+    const bool joins = entry.head_ != nullptr;
+    tick_type deadline = queue_.driver().scale().ceil(expiry);
+    // Whatever may throw comes before any change. Arming does not throw (on an io_context or
+    // a thread pool): if Asio's timer queue cannot take the alarm's wait, a continuation arms
+    // it (see arm_if_earlier).
+    const bool past = !joins && queue_.driver().due(deadline);
+    if (!alarm_.started())
+      start(io_ex, ex);
+    if (past) {
+      post_continuation();
+      ++queue_.counters().expired_at_start;
+      deadline = std::max(deadline, queue_.driver().wheel().now());
+    } else if (!joins) {
+      arm_if_earlier(deadline);
+    }
+    if (slot_handler != nullptr) {
+      op->cancellation_ = slot_handler; // else null, as built
+      slot_handler->op_.store(op, std::memory_order_relaxed);
+    }
+    queue_.enqueue(entry, op, deadline, joins);
+    return true;
+  }
+
+  // Aborts `op` (see timer_queue::detach), the drain posted first, which is what keeps
+  // another thread's run() from returning before the alarm may be disarmed.
+  void detach(wait_op* op, spare_block& spare) {
+    post_drain();
+    if (queue_.detach(op, true, spare))
+      alarm_.disarm(queue_.driver());
+  }
+
+  // As detach(), for every wait of `entry`; returns how many. Strong guarantee: the block
+  // and the drain come first.
+  std::size_t detach_all(timer_entry& entry, bool aborted) {
+    if (entry.head_ == nullptr)
+      return 0;
+    spare_block spare(entry.inline_busy_.load(std::memory_order_relaxed));
+    return detach_all(entry, aborted, spare);
+  }
+
+  std::size_t detach_all(timer_entry& entry, bool aborted, spare_block& spare) {
+    post_drain();
+    const std::size_t count = queue_.detach_all(entry, aborted, spare);
+    if (queue_.live() == 0)
+      alarm_.disarm(queue_.driver());
+    return count;
+  }
+
+  // Makes sure the alarm wakes no later than `tick`; if it cannot (see
+  // service_alarm::arm_if_earlier), a continuation, posted instead, tries again. The test
+  // inline, the arming out of line: nearly every wait finds the alarm settled, and a call
+  // for that cost each arm and reset ~20 instructions (docs/completion_path.md).
+  [[gnu::always_inline]] bool arm_if_earlier(tick_type tick) {
+    if (alarm_.settled(queue_.driver(), tick))
+      return true;
+    return arm_alarm(tick);
+  }
+
+  [[gnu::noinline]] bool arm_alarm(tick_type tick) {
+    if (alarm_.arm_if_earlier(
+            queue_.driver(), tick,
+            own_handler<wheel_shard, &wheel_shard::on_alarm>{this, &alarm_.memory()}))
+      return true;
+    post_continuation();
+    return false;
+  }
+
+  // Queues the drain unless one is. Throws only on a context other than an io_context or a
+  // thread pool (see service_home::post): callers post it before they change anything.
+  void post_drain() {
+    if (!drain_.queued() && !shutdown_)
+      post_drain_now();
+  }
+
+  // Out of line: it is rarely needed, and would weigh on the callers' inlining.
+  [[gnu::noinline]] void post_drain_now() { drain_.post(home_, this); }
+
+  // Queues another expiry turn unless one is: the rest of a backlog, or a retry.
+  void post_continuation() {
+    if (!continuation_.queued() && !shutdown_)
+      continuation_.post(home_, this);
+  }
+
+  void cancel_by_slot(cancellation& slot_handler) {
+    std::lock_guard lock(mutex_);
+    if (wait_op* op = slot_handler.op_.load(std::memory_order_relaxed)) {
+      // emit() is not expected to throw: the reserve stands in for the heap.
+      spare_block spare = reserve_.spare(op->owner_->holds(op));
+      detach(op, spare);
+    }
+  }
+
+  void forget_slot(cancellation& slot_handler) {
+    std::lock_guard lock(mutex_);
+    if (wait_op* op = slot_handler.op_.load(std::memory_order_relaxed)) {
+      op->cancellation_ = nullptr;
+      slot_handler.op_.store(nullptr, std::memory_order_relaxed);
+    }
+  }
+
+  // --- Handlers of the service's own, on its home (without the lock). ---
+
+  // The alarm's wait is done: expired, or cancelled to be armed again (or disarmed).
+  // Either way its memory is free, and an expiry turn arms it for what is left.
+  void on_alarm();
+
+  // The continuation: the rest of a turn's backlog (or a retry after memory ran short).
+  void resume();
+
+  // An expiry turn: takes the due waits out of the wheel, arms the alarm for what is left,
+  // and completes them. If memory is short (a wait cannot leave its timer's storage, or the
+  // alarm cannot be armed), the waits taken so far still complete, the rest stay in the
+  // wheel, a continuation is queued, and std::bad_alloc leaves run(): the next run() carries
+  // on. Called with the lock held; releases it.
+  void expire(std::unique_lock<futex_mutex>& lock);
+
+  // Completes, as one batch, the waits decided outside a turn (aborted, or retargeted into
+  // the past).
+  void drain();
+
+  // Completes a batch (see complete_batch): what a stop() or a throwing handler leaves goes
+  // back to the front of the ready queue, with a drain posted.
+  void complete(wait_op* list);
+
+  // Guards every member below, and the lists, links and filings of the timer_entries whose
+  // shard_ is this shard's. Shards are aligned to cache lines: no false sharing between them.
+  mutable futex_mutex mutex_;
+  // Where the alarm, the turns and the drains run: the service's, shared by its shards.
+  service_home& home_;
+  timer_queue<Clock> queue_;
+  // The drain, and the continuation of an expiry turn: at most one of each is queued.
+  own_post<wheel_shard, &wheel_shard::drain> drain_;
+  own_post<wheel_shard, &wheel_shard::resume> continuation_;
+  bool shutdown_ = false;
+  block_reserve reserve_;
+  service_alarm<Clock, WaitTraits> alarm_;
+};
+
+} // namespace asio_wheel::detail
+
+#include <asio_wheel/detail/impl/wheel_shard.hpp>
+
+#endif // ASIO_WHEEL_DETAIL_WHEEL_SHARD_HPP

@@ -1,0 +1,248 @@
+//
+// shards_mt_test.cpp
+// ~~~~~~~~~~~~~~~~~~
+//
+// A context's wheel cut into shards (built with ASIO_WHEEL_SHARDS=4, see CMakeLists.txt):
+// a wait is filed in the shard of the thread that starts it, and stays there while its
+// timer is filed. Each case starts a timer's waits on one thread and then acts on the timer
+// from others (whose shards differ), while two threads run the context: cancel, cancel_one,
+// expiry changes, another wait on the pending timer, move assignment between timers filed
+// in different shards, destruction, per-operation cancellation emitted from another thread.
+// The threads act one after another (Asio's timers are not thread-safe objects), each a new
+// thread, so each takes a new shard. Each case is a template over asio::steady_timer and
+// wheel_timer, and asserts what Asio's timer does: every wait completes exactly once, with
+// the outcome Asio gives it, never before its expiry. The stress of many threads at once
+// is wheel_timer_shards_mt_test (wheel_timer_mt_test.cpp, built with 4 shards).
+//
+
+#include <asio_wheel/statistics.hpp>
+#include <asio_wheel/wheel_timer.hpp>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/error.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <doctest/doctest.h>
+
+#include "asio_test_support.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace asio_wheel::test;
+
+// One wait's record: how often it completed, how, and whether before its expiry.
+struct wait_record {
+  std::atomic<int> calls{0};
+  std::atomic<int> success{0};
+  std::atomic<int> aborted{0};
+  std::atomic<int> early{0};
+  sclock::time_point expiry{};
+};
+
+template <class Timer>
+auto recorder(wait_record& r, const Timer& t) {
+  r.expiry = t.expiry();
+  return [&r](const asio::error_code& ec) {
+    ++r.calls;
+    if (!ec) {
+      ++r.success;
+      if (sclock::now() < r.expiry)
+        ++r.early;
+    } else if (ec == asio::error::operation_aborted) {
+      ++r.aborted;
+    }
+  };
+}
+
+// Runs `f` on a new thread (so on a shard no earlier step used, for a wheel) and joins it.
+void on_new_thread(const std::function<void()>& f) { std::thread(f).join(); }
+
+// Waits (polling, bounded) until `done` holds.
+template <class Pred>
+bool eventually(Pred done, sclock::duration limit = 5s) {
+  const auto until = sclock::now() + limit;
+  while (!done()) {
+    if (sclock::now() > until)
+      return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+template <class Timer>
+std::size_t shards_used(asio::io_context& ioc) {
+  if constexpr (std::is_same_v<Timer, asio_wheel::wheel_timer>)
+    return asio_wheel::get_statistics(ioc).shards;
+  else
+    return 2; // Asio's timer has no shards: the check is the wheel's
+}
+
+} // namespace
+
+TEST_CASE_TEMPLATE("shards: a wait started on one thread, then cancelled, re-armed and waited "
+                   "on again from other threads",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc(2);
+  runner_threads runners(ioc, 2, 10s);
+  Timer t(ioc);
+  wait_record first, second, third, fourth;
+  on_new_thread([&] {
+    t.expires_after(50ms);
+    t.async_wait(recorder(first, t));
+  });
+  std::size_t n = 0;
+  on_new_thread([&] { n = t.cancel(); });
+  CHECK(n == 1);
+  on_new_thread([&] {
+    t.expires_after(20ms);
+    t.async_wait(recorder(second, t));
+  });
+  on_new_thread([&] { t.async_wait(recorder(third, t)); }); // joins the pending timer
+  on_new_thread([&] { n = t.cancel_one(); });
+  CHECK(n == 1);
+  on_new_thread([&] { t.async_wait(recorder(fourth, t)); });
+  CHECK(eventually([&] { return fourth.calls.load() == 1; }));
+  CHECK(runners.join());
+  CHECK(first.calls == 1);
+  CHECK(first.aborted == 1);
+  CHECK(second.calls == 1);
+  CHECK(second.aborted == 1); // cancel_one() takes the oldest
+  CHECK(third.calls == 1);
+  CHECK(third.success == 1);
+  CHECK(fourth.calls == 1);
+  CHECK(fourth.success == 1);
+  CHECK(third.early + fourth.early == 0);
+}
+
+TEST_CASE_TEMPLATE("shards: move assignment between timers filed in different shards", Timer,
+                   asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc(2);
+  runner_threads runners(ioc, 2, 10s);
+  auto a = std::make_unique<Timer>(ioc);
+  auto b = std::make_unique<Timer>(ioc);
+  wait_record a1, b1, b2, after;
+  on_new_thread([&] {
+    a->expires_after(10s);
+    a->async_wait(recorder(a1, *a));
+  });
+  on_new_thread([&] {
+    b->expires_after(30ms);
+    b->async_wait(recorder(b1, *b));
+    b->async_wait(recorder(b2, *b));
+  });
+  // a's wait is aborted in its shard; b's two move to a, in theirs.
+  on_new_thread([&] { *a = std::move(*b); });
+  CHECK(eventually([&] { return a1.calls.load() == 1; }));
+  CHECK(a1.aborted == 1);
+  // The moved waits complete through a, on time; b is idle and may wait anew, anywhere.
+  on_new_thread([&] {
+    b->expires_after(5ms);
+    b->async_wait(recorder(after, *b));
+  });
+  CHECK(eventually([&] { return b1.calls + b2.calls + after.calls == 3; }));
+  // a is destroyed from yet another thread, idle by now.
+  on_new_thread([&] { a.reset(); });
+  CHECK(runners.join());
+  CHECK(b1.success == 1);
+  CHECK(b2.success == 1);
+  CHECK(after.success == 1);
+  CHECK(b1.early + b2.early + after.early == 0);
+  CHECK(a1.calls + b1.calls + b2.calls + after.calls == 4);
+  CHECK(shards_used<Timer>(ioc) >= 2);
+}
+
+TEST_CASE_TEMPLATE("shards: a timer destroyed on another thread with waits pending in its "
+                   "shard",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc(2);
+  runner_threads runners(ioc, 2, 10s);
+  std::vector<std::unique_ptr<Timer>> timers;
+  std::vector<std::unique_ptr<wait_record>> records;
+  for (int i = 0; i < 8; ++i) {
+    timers.push_back(std::make_unique<Timer>(ioc));
+    records.push_back(std::make_unique<wait_record>());
+  }
+  for (int i = 0; i < 8; ++i)
+    on_new_thread([&] {
+      timers[i]->expires_after(10s);
+      timers[i]->async_wait(recorder(*records[i], *timers[i]));
+    });
+  for (int i = 0; i < 8; ++i)
+    on_new_thread([&] { timers[i].reset(); });
+  CHECK(runners.join());
+  for (const auto& r : records) {
+    CHECK(r->calls == 1);
+    CHECK(r->aborted == 1);
+  }
+}
+
+TEST_CASE_TEMPLATE("shards: per-operation cancellation emitted from another thread", Timer,
+                   asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc(2);
+  runner_threads runners(ioc, 2, 10s);
+  Timer t(ioc);
+  asio::cancellation_signal sig;
+  wait_record slotted, plain;
+  on_new_thread([&] {
+    t.expires_after(10s);
+    t.async_wait(asio::bind_cancellation_slot(sig.slot(), recorder(slotted, t)));
+    t.async_wait(recorder(plain, t));
+  });
+  on_new_thread([&] { sig.emit(asio::cancellation_type::terminal); });
+  CHECK(eventually([&] { return slotted.calls.load() == 1; }));
+  CHECK(slotted.aborted == 1);
+  CHECK(plain.calls == 0);
+  // The slot's handler is gone with its wait: a second emit from a third thread finds
+  // nothing, and the other wait is cancelled from a fourth.
+  on_new_thread([&] { sig.emit(asio::cancellation_type::terminal); });
+  std::size_t n = 0;
+  on_new_thread([&] { n = t.cancel(); });
+  CHECK(n == 1);
+  CHECK(runners.join());
+  CHECK(slotted.calls == 1);
+  CHECK(plain.calls == 1);
+  CHECK(plain.aborted == 1);
+}
+
+TEST_CASE_TEMPLATE("shards: an idle timer waits anew from another thread; statistics sum the "
+                   "shards",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc(2);
+  runner_threads runners(ioc, 2, 10s);
+  Timer t(ioc);
+  constexpr int rounds = 6;
+  wait_record r[rounds];
+  for (int i = 0; i < rounds; ++i) {
+    on_new_thread([&] {
+      t.expires_after(2ms);
+      t.async_wait(recorder(r[i], t));
+    });
+    CHECK(eventually([&] { return r[i].calls.load() == 1; }));
+    // Wait for the timer to be idle (a wheel drops its filing when the turn is done).
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(runners.join());
+  for (auto& w : r) {
+    CHECK(w.success == 1);
+    CHECK(w.early == 0);
+  }
+  if constexpr (std::is_same_v<Timer, asio_wheel::wheel_timer>) {
+    const auto s = asio_wheel::get_statistics(ioc);
+    CHECK(s.shards >= 2);
+    CHECK(s.shards <= 4);
+    CHECK(s.waits_started == rounds);
+    CHECK(s.waits_succeeded == rounds);
+    CHECK(s.waits_pending() == 0);
+  }
+}
