@@ -185,12 +185,6 @@ run_report guarded(asio::io_context& ioc, RunFn run, sclock::duration limit = kW
   return r;
 }
 
-// ioc.run() in this thread, under the watchdog.
-inline run_report guarded_run(asio::io_context& ioc, sclock::duration limit = kWatchdog) {
-  return guarded(
-      ioc, [&] { return ioc.run(); }, limit);
-}
-
 // ioc.run() in `threads` threads (this one and threads - 1 others), under the watchdog; the
 // report counts the handlers run by this thread. An exception out of another thread's run()
 // ends the program (std::terminate); one out of this thread's stops the context, joins the
@@ -219,6 +213,18 @@ inline run_report guarded_run_threads(asio::io_context& ioc, int threads,
         return n;
       },
       limit);
+}
+
+// ioc.run() in this thread, under the watchdog. Built with ASIO_WHEEL_TEST_RUN_THREADS=N, in
+// N threads instead (guarded_run_threads), so that a test written for one thread runs as is
+// on a context run by several (wheel_timer_conformance_mt_test).
+inline run_report guarded_run(asio::io_context& ioc, sclock::duration limit = kWatchdog) {
+#if defined(ASIO_WHEEL_TEST_RUN_THREADS)
+  return guarded_run_threads(ioc, ASIO_WHEEL_TEST_RUN_THREADS, limit);
+#else
+  return guarded(
+      ioc, [&] { return ioc.run(); }, limit);
+#endif
 }
 
 // Runs an io_context on `threads` threads of its own. With `hold_work`, a work guard keeps
