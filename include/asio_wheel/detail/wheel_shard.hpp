@@ -341,8 +341,18 @@ private:
   void expire(std::unique_lock<futex_mutex>& lock);
 
   // Completes, as one batch, the waits decided outside a turn (aborted, or retargeted into
-  // the past).
+  // the past); then, while waits were decided meanwhile, those, up to drain_rounds batches.
+  // On an io_context run by many threads a posted drain is taken at once by another
+  // thread, and each post goes through the context's one scheduler queue: a drain that
+  // ended with its batch would be posted again by the next cancel, one post for every few
+  // waits (threads_bench: the shared layout stayed at one thread's speed, whatever the
+  // threads). A drain that stays queued while it completes gathers them instead.
   void drain();
+  static constexpr unsigned drain_rounds = 64;
+
+  // A drain cut short in one of its rounds: no longer queued, and posted again if waits
+  // are left. Without the lock.
+  void end_drain() noexcept;
 
   // Completes a batch (see complete_batch): what a stop() or a throwing handler leaves goes
   // back to the front of the ready queue, with a drain posted.
