@@ -137,6 +137,7 @@ void wheel_shard<Clock, WaitTraits>::drain() {
       last = list == nullptr || round == drain_rounds;
       if (last)
         drain_.ran();
+      looping_on_ = last ? nullptr : &this_thread_shard;
       reserve_.refill();
       queue_.counters().batch(count);
     }
@@ -145,9 +146,10 @@ void wheel_shard<Clock, WaitTraits>::drain() {
       return;
     }
     // Not the last round: the drain stays queued while it completes this batch, so that the
-    // waits decided meanwhile wait for its next round rather than post another drain. A
-    // batch cut short (stop(), or a throw) puts its rest back at the front and ends the
-    // drain, which posts another if anything is queued: nothing is lost.
+    // waits other threads decide meanwhile wait for its next round rather than post another
+    // drain (see post_drain_behind_loop for this thread's). A batch cut short (stop(), or a
+    // throw) puts its rest back at the front and ends the drain, which posts another if
+    // anything is queued: nothing is lost.
     struct end_on_exit {
       wheel_shard& shard;
       bool armed = true;
@@ -164,12 +166,18 @@ void wheel_shard<Clock, WaitTraits>::drain() {
     if (io != nullptr && io->stopped())
       return; // the guard ends the drain: its next round waits for the next run()
     guard.armed = false;
+    std::lock_guard lock(mutex_);
+    if (looping_on_ != &this_thread_shard)
+      return; // superseded by a drain posted from this batch: that one takes the queue
   }
 }
 
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::end_drain() noexcept {
   std::lock_guard lock(mutex_);
+  if (looping_on_ != &this_thread_shard)
+    return; // superseded: the drain posted since is queued, and takes the queue
+  looping_on_ = nullptr;
   drain_.ran();
   if (!queue_.ready().empty())
     post_drain(); // on an io_context or a thread pool, cannot throw
