@@ -7,7 +7,8 @@
 //
 // A TCP line server that keeps many mostly idle connections alive with one
 // asio_wheel::heartbeat per connection (or, with --group, one asio_wheel::heartbeat_group for
-// the whole server, each session embedding its member hook):
+// the whole server, each session embedding its member hook; one group per strand when
+// several threads run the io_context, see --threads):
 //
 //   * every line received marks activity (touch(): one store, no timer operation) and is
 //     echoed back, except "PONG", which only marks activity;
@@ -24,8 +25,8 @@
 // Usage:
 //   idle_heartbeat_server [--mode both|server|client] [--host H] [--port P]
 //                         [--connections N] [--ping-ms T] [--drop-ms T] [--observe-ms T]
-//                         [--group]
-//   idle_heartbeat_server --smoke [--group]
+//                         [--group] [--threads N]
+//   idle_heartbeat_server --smoke [--group] [--threads N]
 //
 //   --mode both     (default) server and client in one process, on 127.0.0.1
 //   --mode server   serve on --port (default 7777) until SIGINT/SIGTERM
@@ -37,6 +38,15 @@
 //   --group         the server keeps its sessions in one heartbeat_group (a 56-byte hook per
 //                   session, a callback per event) instead of a heartbeat each (an
 //                   asynchronous operation per session, awaited by a coroutine)
+//   --threads N     threads running the one io_context (default 1). With N > 1, a group
+//                   must only be used on its executor (watch(), unwatch(), destruction), so
+//                   --group keeps N heartbeat_groups, each on a strand of its own, and gives
+//                   each accepted connection, round robin, to one strand and its group: the
+//                   socket is accepted onto that strand, so the session's handlers, its
+//                   group's watch()/unwatch() and the group's events all run on that one
+//                   strand and never race; touch() needs no strand. Without --group, each
+//                   session's socket is on a strand of its own. The acceptor and the client
+//                   side have a strand each.
 //   --observe-ms    how long the client keeps its connections open once all are connected
 //                   (default: max(3 * drop, drop + 2000))
 //   --smoke         --mode both, 200 connections, ping 100 ms, drop 300 ms; exits 0 if and
@@ -57,9 +67,11 @@
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/read_until.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -70,6 +82,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstddef>
@@ -80,9 +93,11 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -114,6 +129,7 @@ struct options {
   ms slack{2000}; // how late a drop may be and still count as "on time"
   bool smoke = false;
   bool group = false;
+  unsigned threads = 1; // running the one io_context
 };
 
 [[noreturn]] void usage_error(const char* what) {
@@ -121,7 +137,7 @@ struct options {
                "idle_heartbeat_server: %s\n"
                "usage: idle_heartbeat_server [--mode both|server|client] [--host H] [--port P]\n"
                "       [--connections N] [--ping-ms T] [--drop-ms T] [--observe-ms T] [--group]\n"
-               "       | --smoke [--group]\n",
+               "       [--threads N] | --smoke [--group] [--threads N]\n",
                what);
   std::exit(2);
 }
@@ -171,6 +187,11 @@ options parse(int argc, char* argv[]) {
       o.drop = ms(number());
     } else if (a == "--observe-ms") {
       o.observe = ms(number());
+    } else if (a == "--threads") {
+      const long long n = number();
+      if (n < 1 || n > 256)
+        usage_error("--threads: need 1 to 256 threads");
+      o.threads = static_cast<unsigned>(n);
     } else {
       usage_error("unknown argument");
     }
@@ -250,31 +271,96 @@ struct summary {
 // ---------------------------------------------------------------------------------------
 // Server
 
+// Updated by the sessions, which run on several strands at once when several threads run the
+// context: the counts are atomic (relaxed: each is read on its own, and orders nothing else),
+// and the drop times, one entry per dropped session, are taken under a lock.
 struct server_stats {
-  std::size_t accepted = 0;
-  std::size_t open = 0;
-  std::size_t pings_sent = 0;
-  std::size_t drops = 0;
-  std::size_t lines_echoed = 0;
-  std::size_t pongs = 0;
-  summary idle_at_drop; // how long the peer had been quiet when dropped
+  std::atomic<std::size_t> accepted{0};
+  std::atomic<std::size_t> open{0};
+  std::atomic<std::size_t> pings_sent{0};
+  std::atomic<std::size_t> drops{0};
+  std::atomic<std::size_t> lines_echoed{0};
+  std::atomic<std::size_t> pongs{0};
+
+  static void count(std::atomic<std::size_t>& counter) noexcept {
+    counter.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void dropped_after_quiet(double quiet_ms) {
+    count(drops);
+    std::lock_guard lock(idle_at_drop_mutex);
+    idle_at_drop.add(quiet_ms);
+  }
+
+  std::mutex idle_at_drop_mutex;
+  summary idle_at_drop; // how long the peer had been quiet when dropped; under the mutex
 };
 
 using heartbeat_group = asio_wheel::heartbeat_group;
 
-// What the sessions share.
+// Where the sessions go. With one thread, everything runs on the context's executor. With
+// several, a heartbeat_group must still be used on its executor only (watch(), unwatch(),
+// its destruction; its events are delivered there), so the server keeps one group per
+// strand: a shard. An accepted connection is given to a shard, round robin, and its socket
+// is accepted onto the shard's strand; the session then runs all its handlers there, so it,
+// its group and the other sessions of its group never race, while the shards run in
+// parallel. (member::touch() is safe from any thread, but here it runs on the strand anyway.)
 struct server_state {
+  server_state(asio::io_context& context, server_stats& counters, const options& opt)
+      : ctx(context), stats(counters),
+        threads(opt.threads), hb_options{.ping_after = opt.ping, .drop_after = opt.drop} {
+    if (!opt.group)
+      return;
+    for (unsigned i = 0; i < threads; ++i) {
+      const asio::any_io_executor ex = fresh_executor();
+      groups.push_back(std::make_unique<heartbeat_group>(
+          ex, heartbeat_group::options{.ping_after = opt.ping, .drop_after = opt.drop},
+          &on_group_event));
+    }
+  }
+
+  // The executor of a new session: its group's (--group), else a strand of its own when
+  // several threads run the context (its handlers never run concurrently).
+  asio::any_io_executor session_executor(std::size_t shard) {
+    if (!groups.empty())
+      return groups[shard]->get_executor();
+    return fresh_executor();
+  }
+
+  asio::any_io_executor fresh_executor() {
+    if (threads > 1)
+      return asio::make_strand(ctx);
+    return ctx.get_executor();
+  }
+
+  // The shard for the next connection (round robin); only the accept loop calls it.
+  std::size_t next_shard() noexcept {
+    const std::size_t shard = next;
+    next = groups.empty() ? 0 : (next + 1) % groups.size();
+    return shard;
+  }
+
+  static void on_group_event(heartbeat_group::member& m, heartbeat_group::event ev);
+
+  asio::io_context& ctx;
   server_stats& stats;
-  heartbeat::options hb_options;
-  heartbeat_group* group = nullptr; // --group
+  const unsigned threads;
+  const heartbeat::options hb_options;
+  // --group: one per shard, each on its strand (the context's executor with one thread).
+  // Destroyed before the context (their waits are on it) and, by the program, after the
+  // threads have returned from run(); each unwatches the sessions it still watches, which
+  // the context's pending handlers may own and destroy later.
+  std::vector<std::unique_ptr<heartbeat_group>> groups;
+  std::size_t next = 0;
 };
 
 // The two ways to keep a session alive; a session derives from one of them.
 //   own_heartbeat  an asio_wheel::heartbeat: an asynchronous operation per session, awaited
 //                  by a coroutine of its own;
-//   group_member   the session is a member of the server's heartbeat_group, which calls back.
+//   group_member   the session is a member of one of the server's heartbeat_groups (its
+//                  shard's), which calls back.
 struct own_heartbeat {
-  own_heartbeat(tcp::socket& sock, const server_state& server)
+  own_heartbeat(tcp::socket& sock, const server_state& server, heartbeat_group*)
       : hb(sock.get_executor(), server.hb_options) {}
   void touch() noexcept { hb.touch(); }
   clock_type::time_point last_activity() const noexcept { return hb.last_activity(); }
@@ -282,7 +368,9 @@ struct own_heartbeat {
 };
 
 struct group_member : heartbeat_group::member {
-  group_member(tcp::socket&, const server_state&) noexcept {}
+  group_member(tcp::socket&, const server_state&, heartbeat_group* group) noexcept
+      : my_group(*group) {}
+  heartbeat_group& my_group; // on the executor of the session's socket
 };
 
 template <class Keepalive>
@@ -291,19 +379,22 @@ class server_session : public std::enable_shared_from_this<server_session<Keepal
   static constexpr bool grouped = std::is_same_v<Keepalive, group_member>;
 
 public:
-  server_session(tcp::socket sock, server_state& server)
-      : Keepalive(sock, server), sock_(std::move(sock)), server_(server) {
-    ++server_.stats.open;
+  // The socket's executor is the session's: a strand of its own or its group's when several
+  // threads run the context. The stats outlive the context; the server_state may not (a
+  // pending handler may own a session when the context is destroyed).
+  server_session(tcp::socket sock, const server_state& server, heartbeat_group* group)
+      : Keepalive(sock, server, group), sock_(std::move(sock)), stats_(server.stats) {
+    server_stats::count(stats_.open);
   }
 
-  ~server_session() { --server_.stats.open; }
+  ~server_session() { stats_.open.fetch_sub(1, std::memory_order_relaxed); }
 
+  // Called by the accept loop, on the acceptor's executor: everything else happens on the
+  // session's.
   void start() {
     const auto ex = sock_.get_executor();
     asio::co_spawn(ex, read_loop(this->shared_from_this()), asio::detached);
-    if constexpr (grouped)
-      server_.group->watch(*this);
-    else
+    if constexpr (!grouped)
       asio::co_spawn(ex, keepalive_loop(this->shared_from_this()), asio::detached);
   }
 
@@ -315,13 +406,13 @@ public:
     sock_.close(ignored);
     if constexpr (grouped) {
       if (this->is_watched())
-        server_.group->unwatch(*this);
+        this->my_group.unwatch(*this);
     } else {
       this->hb.cancel();
     }
   }
 
-  // The heartbeat_group's event handler (--group).
+  // A heartbeat_group's event handler (--group), on the group's executor: the session's.
   static void on_group_event(heartbeat_group::member& m, heartbeat_group::event ev) {
     auto& self = static_cast<server_session&>(static_cast<group_member&>(m));
     if (ev == heartbeat_group::event::drop)
@@ -332,6 +423,10 @@ public:
 
 private:
   awaitable<void> read_loop([[maybe_unused]] std::shared_ptr<server_session> self) {
+    // On the session's executor, which is its group's: watch() must not run on the
+    // acceptor's, where start() is called.
+    if constexpr (grouped)
+      this->my_group.watch(*this);
     for (;;) {
       auto [ec, n] = co_await asio::async_read_until(sock_, asio::dynamic_buffer(in_, 1024), '\n',
                                                      as_tuple(use_awaitable));
@@ -340,9 +435,9 @@ private:
       this->touch(); // any input is activity: one store
       const std::string_view line(in_.data(), n);
       if (line == "PONG\n") {
-        ++server_.stats.pongs;
+        server_stats::count(stats_.pongs);
       } else {
-        ++server_.stats.lines_echoed;
+        server_stats::count(stats_.lines_echoed);
         send(std::string(line));
       }
       in_.erase(0, n);
@@ -364,13 +459,12 @@ private:
   }
 
   void on_ping() {
-    ++server_.stats.pings_sent;
+    server_stats::count(stats_.pings_sent);
     send("PING\n");
   }
 
   void on_drop() {
-    ++server_.stats.drops;
-    server_.stats.idle_at_drop.add(to_ms(clock_type::now() - this->last_activity()));
+    stats_.dropped_after_quiet(to_ms(clock_type::now() - this->last_activity()));
     close();
   }
 
@@ -402,7 +496,7 @@ private:
   }
 
   tcp::socket sock_;
-  server_state& server_;
+  server_stats& stats_;
   std::string in_;
   std::deque<std::string> out_;
   bool writing_ = false;
@@ -412,9 +506,18 @@ private:
 using grouped_session = server_session<group_member>;
 using heartbeat_session = server_session<own_heartbeat>;
 
+void server_state::on_group_event(heartbeat_group::member& m, heartbeat_group::event ev) {
+  grouped_session::on_group_event(m, ev);
+}
+
+// On the acceptor's executor (a strand when several threads run the context: it is closed
+// from the client's).
 awaitable<void> accept_loop(tcp::acceptor& acceptor, server_state& server) {
   for (;;) {
-    auto [ec, sock] = co_await acceptor.async_accept(as_tuple(use_awaitable));
+    const std::size_t shard = server.next_shard();
+    // The new socket is on the session's executor (its shard's strand), not the acceptor's.
+    auto [ec, sock] =
+        co_await acceptor.async_accept(server.session_executor(shard), as_tuple(use_awaitable));
     if (ec == asio::error::operation_aborted || !acceptor.is_open())
       co_return;
     if (ec) {
@@ -424,18 +527,29 @@ awaitable<void> accept_loop(tcp::acceptor& acceptor, server_state& server) {
       co_await pause.async_wait(as_tuple(use_awaitable));
       continue;
     }
-    ++server.stats.accepted;
-    if (server.group != nullptr)
-      std::make_shared<grouped_session>(std::move(sock), server)->start();
+    server_stats::count(server.stats.accepted);
+    if (!server.groups.empty())
+      std::make_shared<grouped_session>(std::move(sock), server, server.groups[shard].get())
+          ->start();
     else
-      std::make_shared<heartbeat_session>(std::move(sock), server)->start();
+      std::make_shared<heartbeat_session>(std::move(sock), server, nullptr)->start();
   }
 }
 
-void print_server_stats(server_stats& s) {
+// Once the threads have returned from run(): nothing else reads or writes the stats then,
+// nor the groups (whose statistics() belong to their executors).
+void print_server_stats(server_stats& s, const server_state& server) {
   std::printf("server: %zu accepted, %zu pings sent, %zu dropped, %zu lines echoed, %zu pongs\n",
-              s.accepted, s.pings_sent, s.drops, s.lines_echoed, s.pongs);
+              s.accepted.load(), s.pings_sent.load(), s.drops.load(), s.lines_echoed.load(),
+              s.pongs.load());
   s.idle_at_drop.print("quiet for, when dropped");
+  if (server.groups.size() > 1)
+    for (std::size_t i = 0; i < server.groups.size(); ++i) {
+      const auto st = server.groups[i]->statistics();
+      std::printf("      group %zu (its own strand): %llu pings, %llu drops, %zu still watched\n",
+                  i, static_cast<unsigned long long>(st.pings),
+                  static_cast<unsigned long long>(st.drops), st.members);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -448,7 +562,9 @@ struct client_stats;
 
 class client_conn : public std::enable_shared_from_this<client_conn> {
 public:
-  client_conn(asio::io_context& ctx, kind k) : kind_(k), sock_(ctx), chat_timer_(ctx) {}
+  // The client's executor: a strand when several threads run the context, so that the
+  // connections and client_stats, which they all update, never race.
+  client_conn(const asio::any_io_executor& ex, kind k) : kind_(k), sock_(ex), chat_timer_(ex) {}
 
   awaitable<void> run(std::shared_ptr<client_conn> self, tcp::endpoint server, client_stats& stats);
 
@@ -513,7 +629,7 @@ private:
 };
 
 struct client_stats {
-  asio::io_context& ctx;
+  asio::any_io_executor ex; // the client's: see client_conn
   const options& opt;
   std::vector<std::shared_ptr<client_conn>> conns;
   std::size_t launched = 0;
@@ -533,7 +649,7 @@ struct client_stats {
     while (in_flight < max_in_flight && launched < conns.size()) {
       auto& c = conns[launched++];
       ++in_flight;
-      asio::co_spawn(ctx, c->run(c, server, *this), asio::detached);
+      asio::co_spawn(ex, c->run(c, server, *this), asio::detached);
     }
   }
 
@@ -663,7 +779,8 @@ void print_memory_notes(bool group) {
         "  sizeof(asio::ip::tcp::socket)   = %3zu bytes\n"
         "  sizeof(server_session)          = %3zu bytes  socket + member + buffers + queue\n"
         "  On the heap, per connection: the session, a coroutine frame for the reader and one\n"
-        "  pending read. The group has one wait for all sessions.\n",
+        "  pending read. The group has one wait for all its sessions (one group per strand\n"
+        "  with --threads N).\n",
         sizeof(heartbeat_group::member), sizeof(tcp::socket), sizeof(grouped_session));
     return;
   }
@@ -684,6 +801,18 @@ void print_memory_notes(bool group) {
       sizeof(asio::steady_timer));
 }
 
+// Runs the context on `threads` threads, this one included, until it runs out of work or is
+// stopped. A handler that throws ends the program, as it does with one thread.
+void run_on_threads(asio::io_context& ctx, unsigned threads) {
+  std::vector<std::thread> others;
+  others.reserve(threads - 1);
+  for (unsigned i = 1; i < threads; ++i)
+    others.emplace_back([&ctx] { ctx.run(); });
+  ctx.run();
+  for (auto& t : others)
+    t.join();
+}
+
 } // namespace
 
 int main(int argc, char* argv[]) {
@@ -693,33 +822,43 @@ int main(int argc, char* argv[]) {
   print_memory_notes(opt.group);
 
   server_stats sstats; // outlives the context, whose pending handlers may own sessions
-  asio::io_context ctx(1);
-  server_state server{sstats, {.ping_after = opt.ping, .drop_after = opt.drop}};
-  // Destroyed before the context (its wait is on it); it unwatches the sessions still
-  // watched, which the context's pending handlers may own and destroy after it.
-  std::optional<heartbeat_group> group;
-  if (opt.group) {
-    group.emplace(ctx, heartbeat_group::options{.ping_after = opt.ping, .drop_after = opt.drop},
-                  &grouped_session::on_group_event);
-    server.group = &*group;
-  }
+  asio::io_context ctx(static_cast<int>(opt.threads));
+  // Its groups are destroyed before the context (their waits are on it), once the threads
+  // have returned; see server_state.
+  server_state server(ctx, sstats, opt);
+  // Everything that is not a server session: the acceptor, and the client and its timers,
+  // each on an executor of its own (a strand when several threads run the context), so that
+  // closing the acceptor from the client's side is posted to the acceptor's.
+  const asio::any_io_executor accept_ex = server.fresh_executor();
+  const asio::any_io_executor client_ex = server.fresh_executor();
   std::unique_ptr<tcp::acceptor> acceptor;
   tcp::endpoint server_endpoint;
+  const auto close_acceptor = [&] {
+    if (acceptor)
+      asio::post(accept_ex, [&] {
+        asio::error_code ignored;
+        acceptor->close(ignored);
+      });
+  };
 
   try {
     if (opt.mode != run_mode::client) {
       const auto address = opt.mode == run_mode::both
                                ? asio::ip::address(asio::ip::address_v4::loopback())
                                : asio::ip::make_address(opt.host);
-      acceptor = std::make_unique<tcp::acceptor>(ctx, tcp::endpoint(address, opt.port));
+      acceptor = std::make_unique<tcp::acceptor>(accept_ex, tcp::endpoint(address, opt.port));
       server_endpoint = acceptor->local_endpoint();
-      std::printf("server: listening on %s:%u (ping after %lld ms, drop after %lld ms; %s)\n",
-                  server_endpoint.address().to_string().c_str(),
-                  static_cast<unsigned>(server_endpoint.port()),
-                  static_cast<long long>(opt.ping.count()),
-                  static_cast<long long>(opt.drop.count()),
-                  opt.group ? "one heartbeat_group" : "a heartbeat per session");
-      asio::co_spawn(ctx, accept_loop(*acceptor, server), asio::detached);
+      std::printf(
+          "server: listening on %s:%u (ping after %lld ms, drop after %lld ms; %u "
+          "thread%s; %s)\n",
+          server_endpoint.address().to_string().c_str(),
+          static_cast<unsigned>(server_endpoint.port()), static_cast<long long>(opt.ping.count()),
+          static_cast<long long>(opt.drop.count()), opt.threads, opt.threads == 1 ? "" : "s",
+          !opt.group         ? (opt.threads == 1 ? "a heartbeat per session"
+                                                 : "a heartbeat per session, a strand each")
+          : opt.threads == 1 ? "one heartbeat_group"
+                             : "a heartbeat_group per strand, sessions round robin");
+      asio::co_spawn(accept_ex, accept_loop(*acceptor, server), asio::detached);
     } else {
       server_endpoint = tcp::endpoint(asio::ip::make_address(opt.host), opt.port);
     }
@@ -729,7 +868,7 @@ int main(int argc, char* argv[]) {
   }
 
   if (opt.mode == run_mode::server) {
-    asio::signal_set signals(ctx, SIGINT, SIGTERM);
+    asio::signal_set signals(accept_ex, SIGINT, SIGTERM); // on the acceptor's executor
     signals.async_wait([&](asio::error_code, int) {
       acceptor->close();
       ctx.stop();
@@ -742,44 +881,45 @@ int main(int argc, char* argv[]) {
         if (ec)
           return;
         const std::size_t heap_now = heap_in_use();
-        std::printf("[%8.0f ms] server: %zu open, %zu accepted, %zu pings, %zu drops; heap %+.0f "
-                    "bytes per open session\n",
-                    now_ms(), sstats.open, sstats.accepted, sstats.pings_sent, sstats.drops,
-                    sstats.open == 0
-                        ? 0.0
-                        : (static_cast<double>(heap_now) - static_cast<double>(heap_at_start)) /
-                              static_cast<double>(sstats.open));
+        const std::size_t open = sstats.open.load(std::memory_order_relaxed);
+        std::printf(
+            "[%8.0f ms] server: %zu open, %zu accepted, %zu pings, %zu drops; heap %+.0f "
+            "bytes per open session\n",
+            now_ms(), open, sstats.accepted.load(), sstats.pings_sent.load(), sstats.drops.load(),
+            open == 0 ? 0.0
+                      : (static_cast<double>(heap_now) - static_cast<double>(heap_at_start)) /
+                            static_cast<double>(open));
         tick();
       });
     };
     tick();
-    ctx.run();
-    print_server_stats(sstats);
+    run_on_threads(ctx, opt.threads);
+    print_server_stats(sstats, server);
     return 0;
   }
 
   // Client (and, in --mode both, the server on the same io_context).
-  client_stats cstats{ctx, opt, {}, 0, 0, 0, 0, false, {}, 0, 0, {}, server_endpoint};
+  client_stats cstats{client_ex, opt, {}, 0, 0, 0, 0, false, {}, 0, 0, {}, server_endpoint};
   cstats.conns.reserve(opt.connections);
   for (std::size_t i = 0; i < opt.connections; ++i)
-    cstats.conns.push_back(std::make_shared<client_conn>(ctx, static_cast<kind>(i % 3)));
+    cstats.conns.push_back(std::make_shared<client_conn>(client_ex, static_cast<kind>(i % 3)));
   std::printf("client: opening %zu connections to %s:%u (silent / responsive / chatty, round "
               "robin)\n",
               opt.connections, server_endpoint.address().to_string().c_str(),
               static_cast<unsigned>(server_endpoint.port()));
 
-  asio_wheel::wheel_timer observe(ctx);
+  // The client's timers and handlers below all run on client_ex.
+  asio_wheel::wheel_timer observe(client_ex);
   bool observed = false;
   auto stop_all = [&] {
     cstats.stopping = true;
     for (auto& c : cstats.conns)
       c->close();
-    if (acceptor)
-      acceptor->close(); // the server sessions end when they see their peers go
+    close_acceptor(); // the server sessions end when they see their peers go
   };
   // The heap is measured half a ping period after the last connection is up: every session
   // has started and is idle (waiting for input and for its heartbeat), none has been pinged.
-  asio_wheel::wheel_timer measure(ctx);
+  asio_wheel::wheel_timer measure(client_ex);
   cstats.on_all_connected = [&] {
     measure.expires_after(opt.ping / 2);
     measure.async_wait([&](asio::error_code ec) {
@@ -800,7 +940,7 @@ int main(int argc, char* argv[]) {
     });
   };
   // A watchdog: a run that hangs fails rather than blocks.
-  asio::steady_timer watchdog(ctx, opt.observe + 120s);
+  asio::steady_timer watchdog(client_ex, opt.observe + 120s);
   bool watchdog_fired = false;
   watchdog.async_wait([&](asio::error_code ec) {
     if (!ec) {
@@ -817,7 +957,7 @@ int main(int argc, char* argv[]) {
   cstats.launch_more();
 
   // Progress while connecting large numbers.
-  asio::steady_timer progress(ctx);
+  asio::steady_timer progress(client_ex);
   std::function<void()> progress_tick = [&] {
     progress.expires_after(1s);
     progress.async_wait([&](asio::error_code ec) {
@@ -825,8 +965,8 @@ int main(int argc, char* argv[]) {
         return;
       std::printf("[%8.0f ms] client: %zu of %zu connected; server: %zu open, %zu pings, %zu "
                   "drops\n",
-                  now_ms(), cstats.done_connecting, cstats.conns.size(), sstats.open,
-                  sstats.pings_sent, sstats.drops);
+                  now_ms(), cstats.done_connecting, cstats.conns.size(), sstats.open.load(),
+                  sstats.pings_sent.load(), sstats.drops.load());
       progress_tick();
     });
   };
@@ -836,10 +976,10 @@ int main(int argc, char* argv[]) {
   // Stop the watchdog and the progress ticker once everything else has finished: the
   // observation is over and (with a server here) every session has closed.
   asio::co_spawn(
-      ctx,
+      client_ex,
       [&]() -> awaitable<void> {
         asio::steady_timer poll(co_await asio::this_coro::executor);
-        while (!watchdog_fired && !(observed && sstats.open == 0)) {
+        while (!watchdog_fired && !(observed && sstats.open.load(std::memory_order_relaxed) == 0)) {
           poll.expires_after(20ms);
           co_await poll.async_wait(as_tuple(use_awaitable));
         }
@@ -848,11 +988,11 @@ int main(int argc, char* argv[]) {
       },
       asio::detached);
 
-  ctx.run();
+  run_on_threads(ctx, opt.threads);
 
   const bool ok = report(cstats) && observed && !watchdog_fired;
   if (opt.mode == run_mode::both)
-    print_server_stats(sstats);
+    print_server_stats(sstats, server);
   if (!ok) {
     std::fprintf(stderr, "idle_heartbeat_server: FAILED: unexpected outcome (see above)\n");
     return 1;

@@ -125,6 +125,29 @@ struct heartbeat_group_statistics {
  * run the context). member::touch() is safe from any thread at any time, and so is
  * timeout_scale::set().
  *
+ * @par Many threads
+ * A group belongs to one strand, so a server whose io_context runs on N threads keeps one
+ * group per strand: N groups, each constructed with a strand of its own
+ * (<tt>asio::make_strand(io)</tt>). Each accepted connection is given to one of them (round
+ * robin, say), and its socket is accepted onto that group's strand
+ * (<tt>acceptor.async_accept(group.get_executor(), token)</tt>). The connection's handlers,
+ * its group's watch() and unwatch() and the group's events then all run on that one strand
+ * and never race, while the groups run in parallel on the context's threads. touch() may
+ * still come from anywhere. A member stays in the group that watches it: to move it,
+ * unwatch() it on that group's strand and watch() it on the other's.
+ * examples/idle_heartbeat_server.cpp shows it (<tt>--group --threads N</tt>).
+ * @code
+ * std::vector<std::unique_ptr<asio_wheel::heartbeat_group>> groups;
+ * for (unsigned i = 0; i < threads; ++i)
+ *   groups.push_back(std::make_unique<asio_wheel::heartbeat_group>(
+ *       asio::make_strand(io), opts, on_event));
+ * // Accepting connection number n:
+ * auto& group = *groups[n % groups.size()];
+ * tcp::socket socket =
+ *     co_await acceptor.async_accept(group.get_executor(), asio::use_awaitable);
+ * // The connection's coroutine, co_spawn()ed on socket.get_executor(), calls group.watch().
+ * @endcode
+ *
  * @par Memory
  * 56 bytes per member (with std::chrono::steady_clock), embedded in the connection, ranges or
  * not; the group itself is about 12 KiB, whatever the number of members.
