@@ -22,8 +22,13 @@
 //   * The io_context destroyed with an operation pending: the handler is destroyed, never
 //     called, and nothing leaks (the ASan+LSan build checks the last part).
 //
-// Timing: never-early checks are exact (the start is taken before the adapter is created,
-// which is when cancel_after computes its deadline); nothing asserts a tight upper bound.
+//   * Asio's interface, each a TEST_CASE_TEMPLATE over asio::cancel_after / cancel_at (Asio
+//     1.31 and later) and ours: the user's timer, the partial form, initiations called as
+//     lvalues, a deferred operation's deadline counted from its launch, use_future.
+//
+// Timing: never-early checks are exact (the start is taken before the operation is
+// launched, which is when cancel_after computes its deadline); nothing asserts a tight upper
+// bound.
 // "Promptly" means well under the 10 s (kFar) that a far deadline would take. Every run goes
 // through guarded_run(), whose watchdog stops an io_context that hangs.
 
@@ -51,12 +56,14 @@
 #include <asio/system_executor.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
 #include <asio/write.hpp>
 
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
 #include "asio_tokens.hpp"
+#include "cancel_adapters.hpp"
 
 #include <array>
 #include <chrono>
@@ -352,7 +359,7 @@ TEST_CASE("cancel_at, use_awaitable: the read throws operation_aborted at the ti
   CHECK_PROMPT(r);
 }
 
-TEST_CASE("cancel_after, deferred: the deadline counts from the adapter, the read is aborted") {
+TEST_CASE("cancel_after, deferred: launched at once, the read is aborted at the deadline") {
   asio::io_context ctx;
   loopback lb(ctx);
   std::array<char, 64> buf{};
@@ -1086,4 +1093,214 @@ TEST_CASE("the io_context destroyed with a cancel_after operation pending: the h
   // Each way, the handler was destroyed, never called.
   CHECK(destroyed == 1);
   CHECK(called == 0);
+}
+
+// =======================================================================================
+// Asio's interface: over asio::cancel_after / cancel_at (Asio >= 1.31) and ours
+// =======================================================================================
+
+// A completion token whose async_result calls the initiation as an lvalue, as the
+// completion_token_v2 of Asio's own unit tests does (the initiation is taken by value).
+struct lvalue_initiating_token {
+  outcome* o;
+};
+
+template <>
+struct asio::async_result<lvalue_initiating_token, void(asio::error_code)> {
+  template <typename Initiation, typename... Args>
+  static void initiate(Initiation initiation, lvalue_initiating_token token, Args&&... args) {
+    initiation(record(*token.o), std::forward<Args>(args)...);
+  }
+};
+
+TEST_CASE_TEMPLATE("cancel_after / cancel_at on the user's Asio timer: the deadline waits on "
+                   "that timer, armed when the operation is launched",
+                   F, CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, kFar);
+  asio::steady_timer deadline(ctx);
+  outcome o;
+  const auto t0 = sclock::now();
+  SUBCASE("cancel_after(timer, d, token)") {
+    op.async_wait(F::after(deadline, kShort, record(o)));
+  }
+  SUBCASE("cancel_after(timer, d, type, token)") {
+    op.async_wait(F::after(deadline, kShort, asio::cancellation_type::terminal, record(o)));
+  }
+  SUBCASE("cancel_at(timer, tp, token)") {
+    op.async_wait(F::at(deadline, t0 + kShort, record(o)));
+  }
+  SUBCASE("cancel_at(timer, tp, type, token)") {
+    op.async_wait(F::at(deadline, t0 + kShort, asio::cancellation_type::terminal, record(o)));
+  }
+  CHECK(deadline.expiry() >= t0 + kShort);
+  CHECK(deadline.expiry() - (t0 + kShort) < kPrompt);
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE_TEMPLATE("cancel_after on the user's timer, the operation completing first: its "
+                   "result passes through and the timer's wait is cancelled at once",
+                   F, CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, 1ms);
+  asio::steady_timer deadline(ctx);
+  outcome o;
+  op.async_wait(F::after(deadline, kFar, record(o)));
+  const auto r = guarded_run(ctx);
+  CHECK_SUCCESS_AT(o, op.expiry());
+  CHECK_PROMPT(r); // the 10 s wait on `deadline` did not keep run() busy
+}
+
+TEST_CASE("asio_wheel::cancel_after / cancel_at also take the user's wheel timer") {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, kFar);
+  asio_wheel::wheel_timer deadline(ctx);
+  outcome o;
+  const auto t0 = sclock::now();
+  SUBCASE("cancel_after(timer, d, token)") {
+    op.async_wait(asio_wheel::cancel_after(deadline, kShort, record(o)));
+  }
+  SUBCASE("cancel_at(timer, tp, type, token)") {
+    op.async_wait(
+        asio_wheel::cancel_at(deadline, t0 + kShort, asio::cancellation_type::total, record(o)));
+  }
+  SUBCASE("cancel_after(timer, d), the partial form") {
+    op.async_wait(asio_wheel::cancel_after(deadline, kShort)(record(o)));
+  }
+  CHECK(deadline.expiry() >= t0 + kShort);
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK_PROMPT(r);
+
+  // The operation completing first cancels the wheel timer's wait.
+  ctx.restart();
+  outcome first;
+  op.expires_after(1ms);
+  op.async_wait(asio_wheel::cancel_after(deadline, kFar, record(first)));
+  const auto r2 = guarded_run(ctx);
+  CHECK_SUCCESS_AT(first, op.expiry());
+  CHECK_PROMPT(r2);
+}
+
+TEST_CASE_TEMPLATE("the partial form: cancel_after(d) / cancel_at(tp) without a token adapts "
+                   "the operation's default token (deferred), or the token it is called with",
+                   F, CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, kFar);
+  asio::steady_timer user_timer(ctx);
+  outcome o;
+  const auto t0 = sclock::now();
+  SUBCASE("op(cancel_after(d)), launched with a handler") {
+    auto deferred_op = op.async_wait(F::after(kShort));
+    CHECK(o.calls == 0);
+    std::move(deferred_op)(record(o));
+  }
+  SUBCASE("op(cancel_at(tp, type)), launched with a handler") {
+    auto deferred_op = op.async_wait(F::at(t0 + kShort, asio::cancellation_type::terminal));
+    std::move(deferred_op)(record(o));
+  }
+  SUBCASE("op(cancel_after(timer, d)), launched with a handler") {
+    auto deferred_op = op.async_wait(F::after(user_timer, kShort));
+    std::move(deferred_op)(record(o));
+  }
+  SUBCASE("op(cancel_after(d)(handler))") {
+    op.async_wait(F::after(kShort)(record(o)));
+  }
+  SUBCASE("op(cancel_at(timer, tp)(handler))") {
+    op.async_wait(F::at(user_timer, t0 + kShort)(record(o)));
+  }
+#if ASIO_WHEEL_ASIO_HAS_CANCEL_AFTER
+  SUBCASE("co_await op(cancel_after(d))") {
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      asio::error_code ec;
+      try {
+        co_await op.async_wait(F::after(kShort));
+      } catch (const asio::system_error& e) {
+        ec = e.code();
+      }
+      o.complete(ec);
+    });
+  }
+#endif
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE_TEMPLATE("an initiation called as an lvalue (a completion_token_v2-style token, a "
+                   "const adapter), alone and nested",
+                   F, CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, kFar);
+  asio::steady_timer user_timer(ctx);
+  outcome o;
+  const auto t0 = sclock::now();
+  SUBCASE("cancel_after(d, token)") {
+    op.async_wait(F::after(kShort, lvalue_initiating_token{&o}));
+  }
+  SUBCASE("cancel_after(timer, d, token)") {
+    op.async_wait(F::after(user_timer, kShort, lvalue_initiating_token{&o}));
+  }
+  SUBCASE("cancel_at(tp, token)") {
+    op.async_wait(F::at(t0 + kShort, lvalue_initiating_token{&o}));
+  }
+  SUBCASE("nested: the inner deadline first") {
+    op.async_wait(F::after(kFar, F::after(kShort, lvalue_initiating_token{&o})));
+  }
+  SUBCASE("nested: the outer deadline first") {
+    op.async_wait(F::after(kShort, F::after(kFar, lvalue_initiating_token{&o})));
+  }
+  SUBCASE("a const adapter") {
+    const auto token = F::after(kShort, record(o));
+    op.async_wait(token);
+  }
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, t0 + kShort);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE_TEMPLATE("deferred: cancel_after's timeout counts from the launch of the operation, "
+                   "not from the adapter's creation",
+                   F, CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, kFar);
+  outcome o;
+  constexpr auto kTimeout = 100ms;
+  sclock::time_point launch{};
+  SUBCASE("cancel_after(d, deferred)") {
+    auto deferred_op = op.async_wait(F::after(kTimeout, deferred));
+    std::this_thread::sleep_for(2 * kTimeout);
+    launch = sclock::now();
+    std::move(deferred_op)(record(o));
+  }
+  SUBCASE("cancel_after(d), the partial form") {
+    auto deferred_op = op.async_wait(F::after(kTimeout));
+    std::this_thread::sleep_for(2 * kTimeout);
+    launch = sclock::now();
+    std::move(deferred_op)(record(o));
+  }
+  const auto r = guarded_run(ctx);
+  CHECK_ABORTED_AT(o, launch + kTimeout);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE_TEMPLATE("cancel_after(d, use_future): the future reports operation_aborted", F,
+                   CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, kFar);
+  const auto t0 = sclock::now();
+  std::future<void> done = op.async_wait(F::after(kShort, asio::use_future));
+  const auto r = guarded_run(ctx);
+  REQUIRE(done.wait_for(0s) == std::future_status::ready);
+  asio::error_code ec;
+  try {
+    done.get();
+  } catch (const asio::system_error& e) {
+    ec = e.code();
+  }
+  CHECK(ec == kAborted);
+  CHECK(sclock::now() >= t0 + kShort);
+  CHECK_PROMPT(r);
 }

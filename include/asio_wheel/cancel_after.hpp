@@ -526,8 +526,9 @@ class cancel_at_handler {
 public:
   using cancellation_slot_type = asio::cancellation_slot;
 
-  cancel_at_handler(Handler&& handler, State* state)
-      : handler_(std::move(handler)), state_(state) {}
+  // From a const handler (a const function object token) too: then a copy.
+  template <typename H>
+  cancel_at_handler(H&& handler, State* state) : handler_(std::forward<H>(handler)), state_(state) {}
 
   cancel_at_handler(cancel_at_handler&& other) noexcept
       : handler_(std::move(other.handler_)), state_(std::exchange(other.state_, nullptr)) {}

@@ -1,0 +1,231 @@
+//
+// cancel_after_mt_test.cpp
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+// cancel_after when the operation's handler is bound to an executor of another context than
+// the operation's own, each a TEST_CASE_TEMPLATE over asio::cancel_after (Asio 1.31 and
+// later) and asio_wheel's, run under ThreadSanitizer (label 'concurrency'):
+//
+//   * use_future, whose executor is system_executor's (before Asio 1.23 it has no execution
+//     context at all): the cancellation is emitted on the thread that runs the operation's
+//     io_context. Asio's adapter keeps its deadline on a timer of the operation's I/O
+//     executor, whose wait completes on that context and runs use_future's executor inline.
+//     asio_wheel's kept it in the wheel of the handler's executor, system_context's, and
+//     emitted the cancellation from a system thread while the operation ran on its own
+//     single-threaded context: a data race (with Asio's timer as the operation, a
+//     heap-use-after-free in its timer queue once the caller, woken by the future, destroyed
+//     the timer).
+//   * a coroutine on another io_context awaiting an operation of this one: aborted at the
+//     deadline, once, without a race.
+
+#include <asio_wheel/cancel_after.hpp>
+
+#include <asio/async_result.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/error.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/system_error.hpp>
+#include <asio/use_future.hpp>
+#if defined(ASIO_HAS_CO_AWAIT)
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/use_awaitable.hpp>
+#endif
+
+#include <doctest/doctest.h>
+
+#include "asio_test_support.hpp"
+#include "cancel_adapters.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace asio_wheel::test;
+
+constexpr auto kShort = 20ms;
+constexpr auto kPrompt = 5s;
+
+// One thread running an io_context, kept busy until join().
+class context_thread {
+public:
+  explicit context_thread(asio::io_context& ctx)
+      : guard_(ctx.get_executor()), thread_([&ctx, this] {
+          id_.set_value(std::this_thread::get_id());
+          ctx.run();
+        }) {
+    thread_id = id_.get_future().get();
+  }
+  context_thread(const context_thread&) = delete;
+  context_thread& operator=(const context_thread&) = delete;
+  ~context_thread() { join(); }
+
+  void join() {
+    guard_.reset();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  std::thread::id thread_id;
+
+private:
+  std::promise<std::thread::id> id_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
+  std::thread thread_;
+};
+
+// An operation of an io_context that completes only through its cancellation slot, and
+// records the thread its cancellation handler ran on. That handler touches the operation's
+// state without a lock, as the handlers of an operation on a single-threaded context may:
+// TSan reports it if it runs on another thread at the same time as the context.
+class recording_op {
+public:
+  explicit recording_op(asio::io_context& ctx) : ex_(ctx.get_executor()) {}
+
+  template <typename Token>
+  auto async_run(Token&& token) {
+    return asio::async_initiate<Token, void(asio::error_code)>(initiation{this}, token);
+  }
+
+  std::thread::id cancelled_on;
+  int cancellations = 0;
+
+private:
+  struct handler_base {
+    virtual ~handler_base() = default;
+    virtual void call(asio::error_code ec) = 0;
+  };
+
+  template <typename H>
+  struct handler_impl final : handler_base {
+    explicit handler_impl(H&& h) : handler(std::move(h)) {}
+    void call(asio::error_code ec) override { std::move(handler)(ec); }
+    H handler;
+  };
+
+  struct canceller {
+    recording_op* self;
+    void operator()(asio::cancellation_type_t) const { self->on_cancel(); }
+  };
+
+  struct initiation {
+    recording_op* self;
+    using executor_type = asio::io_context::executor_type;
+    executor_type get_executor() const noexcept { return self->ex_; }
+
+    template <typename Handler>
+    void operator()(Handler&& handler) const {
+      auto slot = asio::get_associated_cancellation_slot(handler);
+      REQUIRE(slot.is_connected());
+      self->handler_ =
+          std::make_unique<handler_impl<std::decay_t<Handler>>>(std::forward<Handler>(handler));
+      slot.template emplace<canceller>(canceller{self});
+    }
+  };
+
+  void on_cancel() {
+    ++cancellations;
+    cancelled_on = std::this_thread::get_id();
+    if (handler_)
+      asio::post(ex_, [h = std::move(handler_)]() mutable { h->call(asio::error::operation_aborted); });
+  }
+
+  asio::io_context::executor_type ex_;
+  std::unique_ptr<handler_base> handler_;
+};
+
+template <typename Future>
+asio::error_code error_of(Future& f) {
+  try {
+    f.get();
+  } catch (const asio::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
+} // namespace
+
+TEST_CASE_TEMPLATE("use_future: the deadline's cancellation is emitted on the thread running "
+                   "the operation's io_context",
+                   F, CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  recording_op op(ctx);
+  const auto t0 = sclock::now();
+  std::future<void> done = op.async_run(F::after(kShort, asio::use_future));
+  context_thread runner(ctx);
+  REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
+  CHECK(sclock::now() >= t0 + kShort);
+  CHECK(error_of(done) == kAborted);
+  runner.join();
+  CHECK(op.cancellations == 1);
+  CHECK(op.cancelled_on == runner.thread_id);
+}
+
+TEST_CASE_TEMPLATE("use_future with Asio's timer as the operation, destroyed as soon as the "
+                   "future is ready: no race, no use after free",
+                   F, CANCEL_ADAPTERS) {
+  for (int i = 0; i < 20; ++i) {
+    CAPTURE(i);
+    asio::io_context ctx;
+    context_thread runner(ctx);
+    {
+      asio::steady_timer op(ctx, kFar);
+      std::future<void> done = op.async_wait(F::after(1ms, asio::use_future));
+      REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
+      CHECK(error_of(done) == kAborted);
+    } // the timer goes while its context runs on `runner`
+    runner.join();
+  }
+}
+
+#if defined(ASIO_HAS_CO_AWAIT)
+TEST_CASE_TEMPLATE("a coroutine on another io_context awaiting an operation of this one: "
+                   "aborted at the deadline, once, without a race",
+                   F, CANCEL_ADAPTERS) {
+  for (int i = 0; i < 10; ++i) {
+    CAPTURE(i);
+    asio::io_context ops;
+    asio::io_context coroutines;
+    asio::steady_timer op(ops, kFar);
+    std::promise<std::pair<asio::error_code, sclock::duration>> result;
+    asio::co_spawn(
+        coroutines,
+        [&]() -> asio::awaitable<void> {
+          asio::error_code ec;
+          const auto t0 = sclock::now();
+          try {
+            co_await op.async_wait(F::after(kShort, asio::use_awaitable));
+          } catch (const asio::system_error& e) {
+            ec = e.code();
+          }
+          result.set_value({ec, sclock::now() - t0});
+        },
+        asio::detached);
+    context_thread ops_runner(ops);
+    context_thread coroutine_runner(coroutines);
+    auto done = result.get_future();
+    REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
+    const auto [ec, elapsed] = done.get();
+    CHECK(ec == kAborted);
+    CHECK(elapsed >= kShort);
+    coroutine_runner.join();
+    ops_runner.join();
+  }
+}
+#endif // defined(ASIO_HAS_CO_AWAIT)
