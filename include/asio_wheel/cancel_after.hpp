@@ -385,35 +385,37 @@ cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type
 
 namespace detail {
 
-template <typename State, typename HandlerExecutor>
+template <typename State>
 class cancel_deadline_handler;
 
 // Shared by the operation's handler and the deadline's wait; freed by the last of the two.
-template <typename TimerHolder>
+// HandlerExecutor: the executor the operation's handler is bound to (by default the timer's).
+template <typename TimerHolder, typename HandlerExecutor>
 class cancel_state {
   using allocator = block_cache_allocator<cancel_state>;
-  template <typename, typename>
+  template <typename>
   friend class cancel_deadline_handler;
 
 public:
+  using handler_executor_type = HandlerExecutor;
+
   template <typename Deadline, typename Executor>
   static cancel_state* create(const Deadline& deadline, const Executor& ex,
-                              asio::cancellation_type_t type) {
+                              const HandlerExecutor& handler_ex, asio::cancellation_type_t type) {
     allocator alloc;
     cancel_state* p = alloc.allocate(1);
     try {
-      return ::new (static_cast<void*>(p)) cancel_state(deadline, ex, type);
+      return ::new (static_cast<void*>(p)) cancel_state(deadline, ex, handler_ex, type);
     } catch (...) {
       alloc.deallocate(p, 1);
       throw;
     }
   }
 
-  // Starts the deadline, which completes on `handler_ex`, and forwards cancellation from the
-  // user's own slot, if connected. If it throws (std::bad_alloc), the references it took
-  // are given back.
-  template <typename When, typename HandlerExecutor>
-  void start(const When& when, asio::cancellation_slot outer, const HandlerExecutor& handler_ex) {
+  // Starts the deadline, and forwards cancellation from the user's own slot, if connected.
+  // If it throws (std::bad_alloc), the references it took are given back.
+  template <typename When>
+  void start(const When& when, asio::cancellation_slot outer) {
     if (outer.is_connected()) {
       // The forwarder owns a reference: it lives in the user's signal, which this state
       // never touches again (the signal may be gone before the operation completes).
@@ -427,10 +429,11 @@ public:
     }
     auto& timer = timer_.get();
     detail::arm(timer, when);
-    // The wait's handler owns a reference, given back when it is destroyed uncalled (if
-    // async_wait() throws, too).
+    // The wait's handler owns a reference of each kind, given back when it is destroyed
+    // uncalled (if async_wait() throws, too).
     refs_.fetch_add(1, std::memory_order_relaxed);
-    timer.async_wait(cancel_deadline_handler<cancel_state, HandlerExecutor>(this, handler_ex));
+    context_refs_.fetch_add(1, std::memory_order_relaxed);
+    timer.async_wait(cancel_deadline_handler<cancel_state>(this));
   }
 
   asio::cancellation_slot slot() noexcept { return signal_.slot(); }
@@ -443,13 +446,15 @@ public:
   void finish() {
     finished_.store(true, std::memory_order_release);
     timer_.finish();
+    drop_context();
     release();
   }
 
 private:
   template <typename Deadline, typename Executor>
-  cancel_state(const Deadline& deadline, const Executor& ex, asio::cancellation_type_t type)
-      : timer_(deadline, ex), type_(type) {}
+  cancel_state(const Deadline& deadline, const Executor& ex, const HandlerExecutor& handler_ex,
+               asio::cancellation_type_t type)
+      : timer_(deadline, ex), handler_ex_(std::in_place, handler_ex), type_(type) {}
 
   // Emplaced in the user's own slot; owns one reference.
   class forward_handler {
@@ -468,6 +473,13 @@ private:
     cancel_state* self_;
   };
 
+  // The operation's handler and the deadline's wait are both done with the handler's
+  // executor: it goes, for the same reason as the timer in finish().
+  void drop_context() {
+    if (context_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      handler_ex_.reset();
+  }
+
   void release() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       allocator alloc;
@@ -478,29 +490,37 @@ private:
 
   // The timer the deadline waits on; the adapter's own is gone after finish().
   TimerHolder timer_;
+  // The deadline's wait completes there (see cancel_deadline_handler). Kept here, not in the
+  // wait's handler, so that the handler stays one pointer and its wait fits in the timer.
+  // Until both the operation's handler and the deadline's wait are done (context_refs_).
+  std::optional<HandlerExecutor> handler_ex_;
   asio::cancellation_signal signal_;
   asio::cancellation_type_t type_;
   // One for the operation's handler, and from start(): one for the deadline's wait, one for
   // the forwarder in the user's slot if there is one.
   std::atomic<int> refs_{1};
+  // Of refs_, those of the operation's handler and of the deadline's wait, which need
+  // handler_ex_ (the forwarder does not).
+  std::atomic<int> context_refs_{1};
   // Set once the operation's handler has been called (or destroyed).
   std::atomic<bool> finished_{false};
 };
 
-// The deadline's wait: owns one reference, released when called, or when destroyed uncalled
-// (shutdown). Completes on the executor the operation's handler is bound to, as the wait of
-// Asio's adapter does, so that its emit is serialised with that handler (and runs inline on
-// the operation's context for use_future's executor).
-template <typename State, typename HandlerExecutor>
+// The deadline's wait: owns a reference of each kind (see cancel_state), released when
+// called, or when destroyed uncalled (shutdown). Completes on the executor the operation's
+// handler is bound to, as the wait of Asio's adapter does, so that its emit is serialised
+// with that handler (and runs inline on the operation's context for use_future's executor).
+template <typename State>
 class cancel_deadline_handler {
 public:
-  cancel_deadline_handler(State* self, const HandlerExecutor& ex) : self_(self), ex_(ex) {}
-  cancel_deadline_handler(cancel_deadline_handler&& other) noexcept(
-      std::is_nothrow_move_constructible_v<HandlerExecutor>)
-      : self_(std::exchange(other.self_, nullptr)), ex_(std::move(other.ex_)) {}
+  explicit cancel_deadline_handler(State* self) noexcept : self_(self) {}
+  cancel_deadline_handler(cancel_deadline_handler&& other) noexcept
+      : self_(std::exchange(other.self_, nullptr)) {}
   ~cancel_deadline_handler() {
-    if (self_ != nullptr)
+    if (self_ != nullptr) {
+      self_->drop_context();
       self_->release();
+    }
   }
 
   void operator()(const error_code& ec) {
@@ -509,14 +529,16 @@ public:
     // handler has run, its slot must not be emitted into.
     if (!ec && !self->finished_.load(std::memory_order_acquire))
       self->signal_.emit(self->type_);
+    self->drop_context();
     self->release();
   }
 
-  const HandlerExecutor& executor() const noexcept { return ex_; }
+  const typename State::handler_executor_type& executor() const noexcept {
+    return *self_->handler_ex_;
+  }
 
 private:
   State* self_;
-  HandlerExecutor ex_;
 };
 
 // The handler given to the wrapped operation: carries the adapter's cancellation slot and
@@ -609,11 +631,11 @@ private:
                      asio::cancellation_type_t type, Args&&... args) {
     using handler_type = std::decay_t<Handler>;
     auto timer_ex = deadline_executor(initiation, deadline, handler);
-    using holder_type = typename Deadline::template timer_holder<decltype(timer_ex)>;
-    using state_type = cancel_state<holder_type>;
     // The deadline's wait completes where a wait of the timer for this handler would.
     auto handler_ex = asio::get_associated_executor(handler, timer_ex);
-    state_type* state = state_type::create(deadline, timer_ex, type);
+    using holder_type = typename Deadline::template timer_holder<decltype(timer_ex)>;
+    using state_type = cancel_state<holder_type, decltype(handler_ex)>;
+    state_type* state = state_type::create(deadline, timer_ex, handler_ex, type);
     asio::cancellation_slot outer = asio::get_associated_cancellation_slot(handler);
     // From here `wrapped` (or the operation it is moved into) finishes the state, also
     // when something below throws.
@@ -625,7 +647,7 @@ private:
         throw;
       }
     }();
-    state->start(deadline.when, outer, handler_ex);
+    state->start(deadline.when, outer);
     std::forward<I>(initiation)(std::move(wrapped), std::forward<Args>(args)...);
   }
 
@@ -691,11 +713,11 @@ struct asio_wheel::asio::async_result<asio_wheel::basic_partial_cancel<Deadline>
   }
 };
 
-template <typename State, typename HandlerExecutor, typename Executor>
-struct asio_wheel::asio::associated_executor<
-    asio_wheel::detail::cancel_deadline_handler<State, HandlerExecutor>, Executor> {
-  using type = HandlerExecutor;
-  static type get(const asio_wheel::detail::cancel_deadline_handler<State, HandlerExecutor>& h,
+template <typename State, typename Executor>
+struct asio_wheel::asio::associated_executor<asio_wheel::detail::cancel_deadline_handler<State>,
+                                             Executor> {
+  using type = typename State::handler_executor_type;
+  static type get(const asio_wheel::detail::cancel_deadline_handler<State>& h,
                   const Executor& = Executor()) noexcept {
     return h.executor();
   }
