@@ -23,8 +23,8 @@
 
 #include <asio_wheel/cancel_after.hpp>
 
-#include <asio/async_result.hpp>
 #include <asio/associated_cancellation_slot.hpp>
+#include <asio/async_result.hpp>
 #include <asio/cancellation_type.hpp>
 #include <asio/error.hpp>
 #include <asio/executor_work_guard.hpp>
@@ -142,7 +142,8 @@ private:
     ++cancellations;
     cancelled_on = std::this_thread::get_id();
     if (handler_)
-      asio::post(ex_, [h = std::move(handler_)]() mutable { h->call(asio::error::operation_aborted); });
+      asio::post(ex_,
+                 [h = std::move(handler_)]() mutable { h->call(asio::error::operation_aborted); });
   }
 
   asio::io_context::executor_type ex_;
@@ -192,7 +193,7 @@ TEST_CASE_TEMPLATE("use_future with Asio's timer as the operation, destroyed as 
       asio::steady_timer op(ctx, kFar);
       done = op.async_wait(F::after(1ms, asio::use_future));
       REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
-    } // the timer goes while its context runs on `runner`
+    }              // the timer goes while its context runs on `runner`
     runner.join(); // see error_of()
     CHECK(error_of(done) == kAborted);
   }

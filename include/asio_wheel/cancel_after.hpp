@@ -266,8 +266,8 @@ cancel_after(const std::chrono::duration<Rep, Period>& timeout,
 /// Cancels the operation if it has not completed within @c timeout of its launch.
 template <typename Rep, typename Period, typename CompletionToken>
 [[nodiscard]] cancel_after_t<std::decay_t<CompletionToken>>
-cancel_after(const std::chrono::duration<Rep, Period>& timeout, asio::cancellation_type_t cancel_type,
-             CompletionToken&& token) {
+cancel_after(const std::chrono::duration<Rep, Period>& timeout,
+             asio::cancellation_type_t cancel_type, CompletionToken&& token) {
   return asio_wheel::cancel_after(timeout, cancel_type)(std::forward<CompletionToken>(token));
 }
 
@@ -286,7 +286,7 @@ cancel_after(const std::chrono::duration<Rep, Period>& timeout, CompletionToken&
  * completing first cancels every wait of @c timer. @c timer must outlive the operation.
  */
 template <typename Timer, typename Rep, typename Period>
-  requires detail::is_deadline_timer<Timer>
+requires detail::is_deadline_timer<Timer>
 [[nodiscard]] partial_cancel_after_timer<Timer>
 cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
              asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
@@ -297,17 +297,18 @@ cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
 /// Cancels the operation if it has not completed within @c timeout of its launch, waiting on
 /// @c timer.
 template <typename Timer, typename Rep, typename Period, typename CompletionToken>
-  requires detail::is_deadline_timer<Timer>
+requires detail::is_deadline_timer<Timer>
 [[nodiscard]] cancel_after_timer<std::decay_t<CompletionToken>, Timer>
 cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
              asio::cancellation_type_t cancel_type, CompletionToken&& token) {
-  return asio_wheel::cancel_after(timer, timeout, cancel_type)(std::forward<CompletionToken>(token));
+  return asio_wheel::cancel_after(timer, timeout,
+                                  cancel_type)(std::forward<CompletionToken>(token));
 }
 
 /// Cancels the operation, with terminal cancellation, if it has not completed within
 /// @c timeout of its launch, waiting on @c timer.
 template <typename Timer, typename Rep, typename Period, typename CompletionToken>
-  requires detail::is_deadline_timer<Timer>
+requires detail::is_deadline_timer<Timer>
 [[nodiscard]] cancel_after_timer<std::decay_t<CompletionToken>, Timer>
 cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
              CompletionToken&& token) {
@@ -330,8 +331,8 @@ template <typename Clock, typename Duration>
 [[nodiscard]] partial_cancel_at<Clock>
 cancel_at(const std::chrono::time_point<Clock, Duration>& expiry,
           asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
-  return partial_cancel_at<Clock>(
-      {std::chrono::time_point_cast<typename Clock::duration>(expiry)}, cancel_type);
+  return partial_cancel_at<Clock>({std::chrono::time_point_cast<typename Clock::duration>(expiry)},
+                                  cancel_type);
 }
 
 /// Cancels the operation if it has not completed by @c expiry.
@@ -356,7 +357,7 @@ cancel_at(const std::chrono::time_point<Clock, Duration>& expiry, CompletionToke
  * completing first cancels every wait of @c timer. @c timer must outlive the operation.
  */
 template <typename Timer, typename Duration>
-  requires detail::is_deadline_timer<Timer>
+requires detail::is_deadline_timer<Timer>
 [[nodiscard]] partial_cancel_at_timer<Timer>
 cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type, Duration>& expiry,
           asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
@@ -366,7 +367,7 @@ cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type
 
 /// Cancels the operation if it has not completed by @c expiry, waiting on @c timer.
 template <typename Timer, typename Duration, typename CompletionToken>
-  requires detail::is_deadline_timer<Timer>
+requires detail::is_deadline_timer<Timer>
 [[nodiscard]] cancel_at_timer<std::decay_t<CompletionToken>, Timer>
 cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type, Duration>& expiry,
           asio::cancellation_type_t cancel_type, CompletionToken&& token) {
@@ -376,7 +377,7 @@ cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type
 /// Cancels the operation, with terminal cancellation, if it has not completed by @c expiry,
 /// waiting on @c timer.
 template <typename Timer, typename Duration, typename CompletionToken>
-  requires detail::is_deadline_timer<Timer>
+requires detail::is_deadline_timer<Timer>
 [[nodiscard]] cancel_at_timer<std::decay_t<CompletionToken>, Timer>
 cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type, Duration>& expiry,
           CompletionToken&& token) {
@@ -550,7 +551,8 @@ public:
 
   // From a const handler (a const function object token) too: then a copy.
   template <typename H>
-  cancel_at_handler(H&& handler, State* state) : handler_(std::forward<H>(handler)), state_(state) {}
+  cancel_at_handler(H&& handler, State* state)
+      : handler_(std::forward<H>(handler)), state_(state) {}
 
   cancel_at_handler(cancel_at_handler&& other) noexcept
       : handler_(std::move(other.handler_)), state_(std::exchange(other.state_, nullptr)) {}
@@ -601,11 +603,8 @@ public:
   template <typename I>
   explicit initiate_cancel(I&& initiation) : initiation_(std::forward<I>(initiation)) {}
 
-  auto get_executor() const noexcept
-    requires requires(const Initiation& i) { i.get_executor(); }
-  {
-    return initiation_.get_executor();
-  }
+  auto get_executor() const noexcept requires requires(const Initiation& i) { i.get_executor(); }
+  { return initiation_.get_executor(); }
 
   // The deadline and the cancellation type come as arguments (as with Asio's initiation),
   // so that a deferred operation arms its deadline when it is launched.
