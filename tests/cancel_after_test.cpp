@@ -612,6 +612,38 @@ TEST_CASE("an operation without an I/O executor, with a plain callback: the dead
   CHECK(thread != std::this_thread::get_id());
 }
 
+TEST_CASE("an operation without an I/O executor, with use_future (whose executor has no "
+          "execution context before Asio 1.23): the deadline still cancels it") {
+  // Completes only through its cancellation slot, from inside the emit.
+  auto async_forever = [](auto&& token) {
+    return asio::async_initiate<decltype(token), void(asio::error_code)>(
+        [](auto handler) {
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          REQUIRE(slot.is_connected());
+          auto h = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
+          slot.assign([h](asio::cancellation_type_t) {
+            if (*h) {
+              auto last = std::move(**h);
+              h->reset();
+              std::move(last)(asio::error::operation_aborted);
+            }
+          });
+        },
+        token);
+  };
+  const auto t0 = sclock::now();
+  std::future<void> done = async_forever(asio_wheel::cancel_after(kShort, asio::use_future));
+  REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
+  CHECK(sclock::now() - t0 >= kShort);
+  asio::error_code ec;
+  try {
+    done.get();
+  } catch (const asio::system_error& e) {
+    ec = e.code();
+  }
+  CHECK(ec == kAborted);
+}
+
 TEST_CASE("many operations that complete first leave nothing in the wheel") {
   asio::io_context ctx;
   loopback lb(ctx);
