@@ -136,7 +136,15 @@ struct timer_deadline {
     using timer_type = Timer;
     timer_holder(const timer_deadline& d, const Executor&) noexcept : timer_(d.timer) {}
     timer_type& get() noexcept { return *timer_; }
-    void finish() { timer_->cancel(); } // as Asio's adapter does: every wait of the timer
+    // As Asio's adapter does: every wait of the timer. A cancel that fails (a wheel timer
+    // out of memory) only leaves the wait to complete at the deadline, where finished_
+    // stops its emit; finish() runs in destructors, so it must not throw.
+    void finish() noexcept {
+      try {
+        timer_->cancel();
+      } catch (...) {
+      }
+    }
 
   private:
     Timer* timer_;
