@@ -9,7 +9,7 @@
 // the operation's own, each a TEST_CASE_TEMPLATE over asio::cancel_after (Asio 1.31 and
 // later) and asio_wheel's, run under ThreadSanitizer (label 'concurrency'):
 //
-//   * use_future, whose executor is system_executor's (before Asio 1.23 it has no execution
+//   * use_future, whose executor is system_executor's (before Asio 1.26 it has no execution
 //     context at all): the cancellation is emitted on the thread that runs the operation's
 //     io_context. Asio's adapter keeps its deadline on a timer of the operation's I/O
 //     executor, whose wait completes on that context and runs use_future's executor inline.
@@ -23,13 +23,9 @@
 
 #include <asio_wheel/cancel_after.hpp>
 
-#include <asio/associated_cancellation_slot.hpp>
-#include <asio/async_result.hpp>
-#include <asio/cancellation_type.hpp>
 #include <asio/error.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
-#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/system_error.hpp>
 #include <asio/use_future.hpp>
@@ -43,14 +39,12 @@
 
 #include "asio_test_support.hpp"
 #include "cancel_adapters.hpp"
+#include "manual_op.hpp"
 
-#include <atomic>
 #include <chrono>
 #include <future>
-#include <memory>
 #include <optional>
 #include <thread>
-#include <type_traits>
 #include <utility>
 
 namespace {
@@ -89,67 +83,6 @@ private:
   std::thread thread_;
 };
 
-// An operation of an io_context that completes only through its cancellation slot, and
-// records the thread its cancellation handler ran on. That handler touches the operation's
-// state without a lock, as the handlers of an operation on a single-threaded context may:
-// TSan reports it if it runs on another thread at the same time as the context.
-class recording_op {
-public:
-  explicit recording_op(asio::io_context& ctx) : ex_(ctx.get_executor()) {}
-
-  template <typename Token>
-  auto async_run(Token&& token) {
-    return asio::async_initiate<Token, void(asio::error_code)>(initiation{this}, token);
-  }
-
-  std::thread::id cancelled_on;
-  int cancellations = 0;
-
-private:
-  struct handler_base {
-    virtual ~handler_base() = default;
-    virtual void call(asio::error_code ec) = 0;
-  };
-
-  template <typename H>
-  struct handler_impl final : handler_base {
-    explicit handler_impl(H&& h) : handler(std::move(h)) {}
-    void call(asio::error_code ec) override { std::move(handler)(ec); }
-    H handler;
-  };
-
-  struct canceller {
-    recording_op* self;
-    void operator()(asio::cancellation_type_t) const { self->on_cancel(); }
-  };
-
-  struct initiation {
-    recording_op* self;
-    using executor_type = asio::io_context::executor_type;
-    executor_type get_executor() const noexcept { return self->ex_; }
-
-    template <typename Handler>
-    void operator()(Handler&& handler) const {
-      auto slot = asio::get_associated_cancellation_slot(handler);
-      REQUIRE(slot.is_connected());
-      self->handler_ =
-          std::make_unique<handler_impl<std::decay_t<Handler>>>(std::forward<Handler>(handler));
-      slot.template emplace<canceller>(canceller{self});
-    }
-  };
-
-  void on_cancel() {
-    ++cancellations;
-    cancelled_on = std::this_thread::get_id();
-    if (handler_)
-      asio::post(ex_,
-                 [h = std::move(handler_)]() mutable { h->call(asio::error::operation_aborted); });
-  }
-
-  asio::io_context::executor_type ex_;
-  std::unique_ptr<handler_base> handler_;
-};
-
 // The error a use_future future holds. Called after the context's thread has been joined:
 // the promise's last reference goes on that thread, and TSan does not see the atomics of
 // libstdc++'s exception_ptr (uninstrumented), so a get() racing with it would be reported.
@@ -169,7 +102,7 @@ TEST_CASE_TEMPLATE("use_future: the deadline's cancellation is emitted on the th
                    "the operation's io_context",
                    F, CANCEL_ADAPTERS) {
   asio::io_context ctx;
-  recording_op op(ctx);
+  manual_op op(ctx);
   const auto t0 = sclock::now();
   std::future<void> done = op.async_run(F::after(kShort, asio::use_future));
   context_thread runner(ctx);

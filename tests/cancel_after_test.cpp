@@ -64,6 +64,7 @@
 #include "asio_test_support.hpp"
 #include "asio_tokens.hpp"
 #include "cancel_adapters.hpp"
+#include "manual_op.hpp"
 
 #include <array>
 #include <chrono>
@@ -134,99 +135,25 @@ void start_owning_read(loopback& lb, Duration timeout, int& destroyed, int& call
                                          &called](asio::error_code, std::size_t) { ++called; }));
 }
 
-// ---------------------------------------------------------------------------------------
-// manual_op: an asynchronous operation of our own (async_initiate), completed by the test.
-// It supports per-operation cancellation by emplacing a handler in the slot, which records
-// the cancellation type and completes the operation with operation_aborted (posted, as
-// Asio's own operations do). A cancellation that arrives after the operation has completed
-// is counted, not acted upon: no correct caller emits into the slot of a finished operation.
-
-class manual_op {
-public:
-  explicit manual_op(asio::io_context& ctx) : ex_(ctx.get_executor()) {}
-
-  manual_op(const manual_op&) = delete;
-  manual_op& operator=(const manual_op&) = delete;
-
-  template <typename Token>
-  auto async_run(Token&& token) {
-    return asio::async_initiate<Token, void(asio::error_code)>(initiation{this}, token);
-  }
-
-  bool pending() const noexcept { return handler_ != nullptr; }
-
-  // Completes the operation through the executor, as Asio's operations do.
-  void complete_later(asio::error_code ec = {}) {
-    if (!handler_)
-      return;
-    asio::post(ex_, [h = std::move(handler_), ec]() mutable { h->call(ec); });
-  }
-
-  // Completes the operation from inside the caller (which must be a handler on the
-  // operation's executor).
-  void complete_now(asio::error_code ec = {}) {
-    if (!handler_)
-      return;
-    auto h = std::move(handler_);
-    h->call(ec);
-  }
-
-  int initiations = 0;
-  int cancellations = 0;
-  int emits_after_completion = 0;
-  asio::cancellation_type_t last_type = asio::cancellation_type::none;
-  bool had_slot = false;
-
-private:
-  struct handler_base {
-    virtual ~handler_base() = default;
-    virtual void call(asio::error_code ec) = 0;
-  };
-
-  template <typename H>
-  struct handler_impl final : handler_base {
-    explicit handler_impl(H&& h) : handler(std::move(h)) {}
-    void call(asio::error_code ec) override { std::move(handler)(ec); }
-    H handler;
-  };
-
-  struct canceller {
-    manual_op* self;
-    void operator()(asio::cancellation_type_t type) const { self->on_cancel(type); }
-  };
-
-  struct initiation {
-    manual_op* self;
-
-    // Like an I/O object's initiation: says which executor the operation runs on.
-    using executor_type = asio::io_context::executor_type;
-    executor_type get_executor() const noexcept { return self->ex_; }
-
-    template <typename Handler>
-    void operator()(Handler&& handler) const {
-      ++self->initiations;
-      auto slot = asio::get_associated_cancellation_slot(handler);
-      self->had_slot = slot.is_connected();
-      if (slot.is_connected())
-        slot.template emplace<canceller>(canceller{self});
-      self->handler_ =
-          std::make_unique<handler_impl<std::decay_t<Handler>>>(std::forward<Handler>(handler));
-    }
-  };
-
-  void on_cancel(asio::cancellation_type_t type) {
-    if (!handler_) {
-      ++emits_after_completion;
-      return;
-    }
-    ++cancellations;
-    last_type = type;
-    complete_later(asio::error::operation_aborted);
-  }
-
-  asio::io_context::executor_type ex_;
-  std::unique_ptr<handler_base> handler_;
-};
+// An operation with no I/O executor (its initiation has no get_executor()): completes only
+// through its cancellation slot, from inside the emit.
+template <typename Token>
+auto async_forever(Token&& token) {
+  return asio::async_initiate<Token, void(asio::error_code)>(
+      [](auto handler) {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        REQUIRE(slot.is_connected());
+        auto h = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
+        slot.assign([h](asio::cancellation_type_t) {
+          if (*h) {
+            auto last = std::move(**h);
+            h->reset();
+            std::move(last)(asio::error::operation_aborted);
+          }
+        });
+      },
+      token);
+}
 
 // The outcome of an awaitable that does not throw: a value or the exception. (Not a
 // std::variant: Asio's operator|| flattens variants.)
@@ -581,23 +508,6 @@ TEST_CASE("an operation without an I/O executor, with a plain callback: the dead
   CHECK_TRAIT(std::is_same_v<default_candidate, asio::system_executor> !=
               bool(ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE));
 
-  // An initiation with no get_executor(): completes only through its cancellation slot.
-  auto async_forever = [](auto&& token) {
-    return asio::async_initiate<decltype(token), void(asio::error_code)>(
-        [](auto handler) {
-          auto slot = asio::get_associated_cancellation_slot(handler);
-          REQUIRE(slot.is_connected());
-          auto h = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
-          slot.assign([h](asio::cancellation_type_t) {
-            if (*h) {
-              auto last = std::move(**h);
-              h->reset();
-              std::move(last)(asio::error::operation_aborted);
-            }
-          });
-        },
-        token);
-  };
   // Nothing runs a context on this thread: the deadline fires on one of system_context's.
   std::promise<std::pair<asio::error_code, std::thread::id>> result;
   const auto t0 = sclock::now();
@@ -613,24 +523,7 @@ TEST_CASE("an operation without an I/O executor, with a plain callback: the dead
 }
 
 TEST_CASE("an operation without an I/O executor, with use_future (whose executor has no "
-          "execution context before Asio 1.23): the deadline still cancels it") {
-  // Completes only through its cancellation slot, from inside the emit.
-  auto async_forever = [](auto&& token) {
-    return asio::async_initiate<decltype(token), void(asio::error_code)>(
-        [](auto handler) {
-          auto slot = asio::get_associated_cancellation_slot(handler);
-          REQUIRE(slot.is_connected());
-          auto h = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
-          slot.assign([h](asio::cancellation_type_t) {
-            if (*h) {
-              auto last = std::move(**h);
-              h->reset();
-              std::move(last)(asio::error::operation_aborted);
-            }
-          });
-        },
-        token);
-  };
+          "execution context before Asio 1.26): the deadline still cancels it") {
   const auto t0 = sclock::now();
   std::future<void> done = async_forever(asio_wheel::cancel_after(kShort, asio::use_future));
   REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);

@@ -600,7 +600,7 @@ public:
 };
 
 // An executor with an execution context (one a wheel can live in). use_future's, for one,
-// has none before Asio 1.23.
+// has none before Asio 1.26.
 template <typename Executor>
 inline constexpr bool has_execution_context =
     asio::can_query<const Executor&, asio::execution::context_t>::value;
@@ -661,7 +661,7 @@ private:
   // The executor of the deadline's timer. The user's timer has its own. The adapter's is on
   // the operation's I/O executor, as Asio's adapter's timer is: its context is the one the
   // operation runs on, whatever executor the handler is bound to (use_future's has none
-  // before Asio 1.23; another context's would fire the deadline there). An operation
+  // before Asio 1.26; another context's would fire the deadline there). An operation
   // without an I/O executor keeps it on its handler's, or, if that has no context, on
   // system_executor: the default candidate of every Asio before 1.38 (1.38's,
   // inline_executor, has no context: ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE).
