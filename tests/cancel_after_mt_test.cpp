@@ -83,19 +83,6 @@ private:
   std::thread thread_;
 };
 
-// The error a use_future future holds. Called after the context's thread has been joined:
-// the promise's last reference goes on that thread, and TSan does not see the atomics of
-// libstdc++'s exception_ptr (uninstrumented), so a get() racing with it would be reported.
-template <typename Future>
-asio::error_code error_of(Future& f) {
-  try {
-    f.get();
-  } catch (const asio::system_error& e) {
-    return e.code();
-  }
-  return {};
-}
-
 } // namespace
 
 TEST_CASE_TEMPLATE("use_future: the deadline's cancellation is emitted on the thread running "
@@ -108,7 +95,7 @@ TEST_CASE_TEMPLATE("use_future: the deadline's cancellation is emitted on the th
   context_thread runner(ctx);
   REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
   CHECK(sclock::now() >= t0 + kShort);
-  runner.join(); // see error_of()
+  runner.join(); // before error_of(): see there
   CHECK(error_of(done) == kAborted);
   CHECK(op.cancellations == 1);
   CHECK(op.cancelled_on == runner.thread_id);
@@ -127,7 +114,7 @@ TEST_CASE_TEMPLATE("use_future with Asio's timer as the operation, destroyed as 
       done = op.async_wait(F::after(1ms, asio::use_future));
       REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
     }              // the timer goes while its context runs on `runner`
-    runner.join(); // see error_of()
+    runner.join(); // before error_of(): see there
     CHECK(error_of(done) == kAborted);
   }
 }
