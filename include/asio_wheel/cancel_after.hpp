@@ -51,8 +51,9 @@
 // is where the deadline lives. Asio's adapter builds an asio::basic_waitable_timer into each
 // operation, whose wait enters the context's timer heap (O(log n) to arm and to cancel,
 // under the reactor's lock). This one files the deadline in the wheel the context already
-// has: no Asio timer and no timer-heap entry per operation, O(1) to arm and to cancel, and
-// the adapter's state comes from the per-thread block cache. Both can be used in one file:
+// has: no Asio timer and no timer-heap entry per operation, O(1) to arm and to cancel; the
+// adapter's state is one allocation per operation (through the block cache's allocator, but
+// larger than its biggest class, so from operator new). Both can be used in one file:
 // a qualified call never finds the other, so write asio_wheel::cancel_after (and
 // asio::cancel_after) in full. An unqualified cancel_after(5s, asio::use_awaitable) finds
 // Asio's by argument-dependent lookup, and is ambiguous if asio_wheel's is visible too (a
