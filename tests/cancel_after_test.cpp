@@ -22,8 +22,13 @@
 //   * The io_context destroyed with an operation pending: the handler is destroyed, never
 //     called, and nothing leaks (the ASan+LSan build checks the last part).
 //
-// Timing: never-early checks are exact (the start is taken before the adapter is created,
-// which is when cancel_after computes its deadline); nothing asserts a tight upper bound.
+//   * Asio's interface, each a TEST_CASE_TEMPLATE over asio::cancel_after / cancel_at (Asio
+//     1.31 and later) and ours: the user's timer, the partial form, initiations called as
+//     lvalues, a deferred operation's deadline counted from its launch, use_future.
+//
+// Timing: never-early checks are exact (the start is taken before the operation is
+// launched, which is when cancel_after computes its deadline); nothing asserts a tight upper
+// bound.
 // "Promptly" means well under the 10 s (kFar) that a far deadline would take. Every run goes
 // through guarded_run(), whose watchdog stops an io_context that hangs.
 
@@ -51,12 +56,15 @@
 #include <asio/system_executor.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
 #include <asio/write.hpp>
 
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
 #include "asio_tokens.hpp"
+#include "cancel_adapters.hpp"
+#include "manual_op.hpp"
 
 #include <array>
 #include <chrono>
@@ -127,99 +135,25 @@ void start_owning_read(loopback& lb, Duration timeout, int& destroyed, int& call
                                          &called](asio::error_code, std::size_t) { ++called; }));
 }
 
-// ---------------------------------------------------------------------------------------
-// manual_op: an asynchronous operation of our own (async_initiate), completed by the test.
-// It supports per-operation cancellation by emplacing a handler in the slot, which records
-// the cancellation type and completes the operation with operation_aborted (posted, as
-// Asio's own operations do). A cancellation that arrives after the operation has completed
-// is counted, not acted upon: no correct caller emits into the slot of a finished operation.
-
-class manual_op {
-public:
-  explicit manual_op(asio::io_context& ctx) : ex_(ctx.get_executor()) {}
-
-  manual_op(const manual_op&) = delete;
-  manual_op& operator=(const manual_op&) = delete;
-
-  template <typename Token>
-  auto async_run(Token&& token) {
-    return asio::async_initiate<Token, void(asio::error_code)>(initiation{this}, token);
-  }
-
-  bool pending() const noexcept { return handler_ != nullptr; }
-
-  // Completes the operation through the executor, as Asio's operations do.
-  void complete_later(asio::error_code ec = {}) {
-    if (!handler_)
-      return;
-    asio::post(ex_, [h = std::move(handler_), ec]() mutable { h->call(ec); });
-  }
-
-  // Completes the operation from inside the caller (which must be a handler on the
-  // operation's executor).
-  void complete_now(asio::error_code ec = {}) {
-    if (!handler_)
-      return;
-    auto h = std::move(handler_);
-    h->call(ec);
-  }
-
-  int initiations = 0;
-  int cancellations = 0;
-  int emits_after_completion = 0;
-  asio::cancellation_type_t last_type = asio::cancellation_type::none;
-  bool had_slot = false;
-
-private:
-  struct handler_base {
-    virtual ~handler_base() = default;
-    virtual void call(asio::error_code ec) = 0;
-  };
-
-  template <typename H>
-  struct handler_impl final : handler_base {
-    explicit handler_impl(H&& h) : handler(std::move(h)) {}
-    void call(asio::error_code ec) override { std::move(handler)(ec); }
-    H handler;
-  };
-
-  struct canceller {
-    manual_op* self;
-    void operator()(asio::cancellation_type_t type) const { self->on_cancel(type); }
-  };
-
-  struct initiation {
-    manual_op* self;
-
-    // Like an I/O object's initiation: says which executor the operation runs on.
-    using executor_type = asio::io_context::executor_type;
-    executor_type get_executor() const noexcept { return self->ex_; }
-
-    template <typename Handler>
-    void operator()(Handler&& handler) const {
-      ++self->initiations;
-      auto slot = asio::get_associated_cancellation_slot(handler);
-      self->had_slot = slot.is_connected();
-      if (slot.is_connected())
-        slot.template emplace<canceller>(canceller{self});
-      self->handler_ =
-          std::make_unique<handler_impl<std::decay_t<Handler>>>(std::forward<Handler>(handler));
-    }
-  };
-
-  void on_cancel(asio::cancellation_type_t type) {
-    if (!handler_) {
-      ++emits_after_completion;
-      return;
-    }
-    ++cancellations;
-    last_type = type;
-    complete_later(asio::error::operation_aborted);
-  }
-
-  asio::io_context::executor_type ex_;
-  std::unique_ptr<handler_base> handler_;
-};
+// An operation with no I/O executor (its initiation has no get_executor()): completes only
+// through its cancellation slot, from inside the emit.
+template <typename Token>
+auto async_forever(Token&& token) {
+  return asio::async_initiate<Token, void(asio::error_code)>(
+      [](auto handler) {
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        REQUIRE(slot.is_connected());
+        auto h = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
+        slot.assign([h](asio::cancellation_type_t) {
+          if (*h) {
+            auto last = std::move(**h);
+            h->reset();
+            std::move(last)(asio::error::operation_aborted);
+          }
+        });
+      },
+      token);
+}
 
 // The outcome of an awaitable that does not throw: a value or the exception. (Not a
 // std::variant: Asio's operator|| flattens variants.)
@@ -352,7 +286,7 @@ TEST_CASE("cancel_at, use_awaitable: the read throws operation_aborted at the ti
   CHECK_PROMPT(r);
 }
 
-TEST_CASE("cancel_after, deferred: the deadline counts from the adapter, the read is aborted") {
+TEST_CASE("cancel_after, deferred: launched at once, the read is aborted at the deadline") {
   asio::io_context ctx;
   loopback lb(ctx);
   std::array<char, 64> buf{};
@@ -574,23 +508,6 @@ TEST_CASE("an operation without an I/O executor, with a plain callback: the dead
   CHECK_TRAIT(std::is_same_v<default_candidate, asio::system_executor> !=
               bool(ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE));
 
-  // An initiation with no get_executor(): completes only through its cancellation slot.
-  auto async_forever = [](auto&& token) {
-    return asio::async_initiate<decltype(token), void(asio::error_code)>(
-        [](auto handler) {
-          auto slot = asio::get_associated_cancellation_slot(handler);
-          REQUIRE(slot.is_connected());
-          auto h = std::make_shared<std::optional<decltype(handler)>>(std::move(handler));
-          slot.assign([h](asio::cancellation_type_t) {
-            if (*h) {
-              auto last = std::move(**h);
-              h->reset();
-              std::move(last)(asio::error::operation_aborted);
-            }
-          });
-        },
-        token);
-  };
   // Nothing runs a context on this thread: the deadline fires on one of system_context's.
   std::promise<std::pair<asio::error_code, std::thread::id>> result;
   const auto t0 = sclock::now();
@@ -603,6 +520,15 @@ TEST_CASE("an operation without an I/O executor, with a plain callback: the dead
   CHECK(sclock::now() - t0 >= kShort);
   CHECK(ec == asio::error::operation_aborted);
   CHECK(thread != std::this_thread::get_id());
+}
+
+TEST_CASE("an operation without an I/O executor, with use_future (whose executor has no "
+          "execution context before Asio 1.26): the deadline still cancels it") {
+  const auto t0 = sclock::now();
+  std::future<void> done = async_forever(asio_wheel::cancel_after(kShort, asio::use_future));
+  REQUIRE(done.wait_for(kPrompt) == std::future_status::ready);
+  CHECK(sclock::now() - t0 >= kShort);
+  CHECK(error_of(done) == kAborted);
 }
 
 TEST_CASE("many operations that complete first leave nothing in the wheel") {
@@ -1086,4 +1012,199 @@ TEST_CASE("the io_context destroyed with a cancel_after operation pending: the h
   // Each way, the handler was destroyed, never called.
   CHECK(destroyed == 1);
   CHECK(called == 0);
+}
+
+// =======================================================================================
+// Asio's interface: over asio::cancel_after / cancel_at (Asio >= 1.31) and ours
+// =======================================================================================
+
+// A completion token whose async_result calls the initiation as an lvalue, as the
+// completion_token_v2 of Asio's own unit tests does (the initiation is taken by value).
+struct lvalue_initiating_token {
+  outcome* o;
+};
+
+template <>
+struct asio::async_result<lvalue_initiating_token, void(asio::error_code)> {
+  template <typename Initiation, typename... Args>
+  static void initiate(Initiation initiation, lvalue_initiating_token token, Args&&... args) {
+    initiation(record(*token.o), std::forward<Args>(args)...);
+  }
+};
+
+// The scene of most tests below: an operation (a far wait of Asio's timer) on a context, a
+// user's timer of type Timer beside it, and what the operation's handler saw.
+template <typename Timer = asio::steady_timer>
+struct deadline_scene {
+  asio::io_context ctx;
+  asio::steady_timer op{ctx, kFar};
+  Timer user_timer{ctx};
+  outcome o;
+  const sclock::time_point t0 = sclock::now();
+
+  // Runs the context: the operation is aborted at `deadline`, and run() returns promptly.
+  void run_aborted_at(sclock::time_point deadline) {
+    const auto r = guarded_run(ctx);
+    CHECK_ABORTED_AT(o, deadline);
+    CHECK_PROMPT(r);
+  }
+
+  // Runs the context: the operation, due in 1 ms, completes first, with success, and the
+  // far deadline's wait does not keep run() busy. `adapt` makes the operation's token from
+  // its handler.
+  template <typename Adapt>
+  void run_completing_first(Adapt adapt) {
+    ctx.restart();
+    outcome first;
+    op.expires_after(1ms);
+    op.async_wait(adapt(record(first)));
+    const auto r = guarded_run(ctx);
+    CHECK_SUCCESS_AT(first, op.expiry());
+    CHECK_PROMPT(r);
+  }
+};
+
+TEST_CASE_TEMPLATE("cancel_after / cancel_at on the user's Asio timer: the deadline waits on "
+                   "that timer, armed when the operation is launched; the operation completing "
+                   "first cancels its wait",
+                   F, CANCEL_ADAPTERS) {
+  deadline_scene<> s;
+  const auto deadline = s.t0 + kShort;
+  SUBCASE("cancel_after(timer, d, token)") {
+    s.op.async_wait(F::after(s.user_timer, kShort, record(s.o)));
+  }
+  SUBCASE("cancel_after(timer, d, type, token)") {
+    s.op.async_wait(F::after(s.user_timer, kShort, asio::cancellation_type::terminal, record(s.o)));
+  }
+  SUBCASE("cancel_at(timer, tp, token)") {
+    s.op.async_wait(F::at(s.user_timer, deadline, record(s.o)));
+  }
+  SUBCASE("cancel_at(timer, tp, type, token)") {
+    s.op.async_wait(F::at(s.user_timer, deadline, asio::cancellation_type::terminal, record(s.o)));
+  }
+  CHECK(s.user_timer.expiry() >= deadline);
+  CHECK(s.user_timer.expiry() - deadline < kPrompt);
+  s.run_aborted_at(deadline);
+  // Not F::after(timer, d)(handler): Asio's partial_cancel_after_timer::operator() does not
+  // compile (it leaves the timer out of the adapter it builds; Asio 1.31 to 1.38.2).
+  s.run_completing_first([&](auto handler) { return F::after(s.user_timer, kFar, handler); });
+}
+
+TEST_CASE("asio_wheel::cancel_after / cancel_at also take the user's wheel timer") {
+  deadline_scene<asio_wheel::wheel_timer> s;
+  const auto deadline = s.t0 + kShort;
+  SUBCASE("cancel_after(timer, d, token)") {
+    s.op.async_wait(asio_wheel::cancel_after(s.user_timer, kShort, record(s.o)));
+  }
+  SUBCASE("cancel_at(timer, tp, type, token)") {
+    s.op.async_wait(
+        asio_wheel::cancel_at(s.user_timer, deadline, asio::cancellation_type::total, record(s.o)));
+  }
+  SUBCASE("cancel_after(timer, d), the partial form") {
+    s.op.async_wait(asio_wheel::cancel_after(s.user_timer, kShort)(record(s.o)));
+  }
+  CHECK(s.user_timer.expiry() >= deadline);
+  s.run_aborted_at(deadline);
+  s.run_completing_first(asio_wheel::cancel_after(s.user_timer, kFar));
+}
+
+TEST_CASE_TEMPLATE("the partial form: cancel_after(d) / cancel_at(tp) without a token adapts "
+                   "the operation's default token (deferred), or the token it is called with",
+                   F, CANCEL_ADAPTERS) {
+  deadline_scene<> s;
+  const auto deadline = s.t0 + kShort;
+  SUBCASE("op(cancel_after(d)), launched with a handler") {
+    auto deferred_op = s.op.async_wait(F::after(kShort));
+    CHECK(s.o.calls == 0);
+    std::move(deferred_op)(record(s.o));
+  }
+  SUBCASE("op(cancel_at(tp, type)), launched with a handler") {
+    auto deferred_op = s.op.async_wait(F::at(deadline, asio::cancellation_type::terminal));
+    std::move(deferred_op)(record(s.o));
+  }
+  SUBCASE("op(cancel_after(timer, d)), launched with a handler") {
+    auto deferred_op = s.op.async_wait(F::after(s.user_timer, kShort));
+    std::move(deferred_op)(record(s.o));
+  }
+  SUBCASE("op(cancel_after(d)(handler))") {
+    s.op.async_wait(F::after(kShort)(record(s.o)));
+  }
+  SUBCASE("op(cancel_at(timer, tp)(handler))") {
+    s.op.async_wait(F::at(s.user_timer, deadline)(record(s.o)));
+  }
+#if ASIO_WHEEL_ASIO_HAS_CANCEL_AFTER
+  SUBCASE("co_await op(cancel_after(d))") {
+    spawn(s.ctx, [&]() -> asio::awaitable<void> {
+      asio::error_code ec;
+      try {
+        co_await s.op.async_wait(F::after(kShort));
+      } catch (const asio::system_error& e) {
+        ec = e.code();
+      }
+      s.o.complete(ec);
+    });
+  }
+#endif
+  s.run_aborted_at(deadline);
+}
+
+TEST_CASE_TEMPLATE("an initiation called as an lvalue (a completion_token_v2-style token, a "
+                   "const adapter), alone and nested",
+                   F, CANCEL_ADAPTERS) {
+  deadline_scene<> s;
+  const lvalue_initiating_token token{&s.o};
+  SUBCASE("cancel_after(d, token)") {
+    s.op.async_wait(F::after(kShort, token));
+  }
+  SUBCASE("cancel_after(timer, d, token)") {
+    s.op.async_wait(F::after(s.user_timer, kShort, token));
+  }
+  SUBCASE("cancel_at(tp, token)") {
+    s.op.async_wait(F::at(s.t0 + kShort, token));
+  }
+  SUBCASE("nested: the inner deadline first") {
+    s.op.async_wait(F::after(kFar, F::after(kShort, token)));
+  }
+  SUBCASE("nested: the outer deadline first") {
+    s.op.async_wait(F::after(kShort, F::after(kFar, token)));
+  }
+  SUBCASE("a const adapter") {
+    const auto adapter = F::after(kShort, record(s.o));
+    s.op.async_wait(adapter);
+  }
+  s.run_aborted_at(s.t0 + kShort);
+}
+
+TEST_CASE_TEMPLATE("deferred: cancel_after's timeout counts from the launch of the operation, "
+                   "not from the adapter's creation",
+                   F, CANCEL_ADAPTERS) {
+  deadline_scene<> s;
+  constexpr auto kTimeout = 100ms;
+  auto launch_later = [&](auto deferred_op) {
+    std::this_thread::sleep_for(2 * kTimeout);
+    const auto launch = sclock::now();
+    std::move(deferred_op)(record(s.o));
+    return launch;
+  };
+  sclock::time_point launch{};
+  SUBCASE("cancel_after(d, deferred)") {
+    launch = launch_later(s.op.async_wait(F::after(kTimeout, deferred)));
+  }
+  SUBCASE("cancel_after(d), the partial form") {
+    launch = launch_later(s.op.async_wait(F::after(kTimeout)));
+  }
+  s.run_aborted_at(launch + kTimeout);
+}
+
+TEST_CASE_TEMPLATE("cancel_after(d, use_future): the future reports operation_aborted", F,
+                   CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  asio::steady_timer op(ctx, kFar);
+  const auto t0 = sclock::now();
+  std::future<void> done = op.async_wait(F::after(kShort, asio::use_future));
+  const auto r = guarded_run(ctx);
+  REQUIRE(done.wait_for(0s) == std::future_status::ready);
+  CHECK(error_of(done) == kAborted);
+  CHECK(sclock::now() >= t0 + kShort);
+  CHECK_PROMPT(r);
 }

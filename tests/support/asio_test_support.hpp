@@ -35,6 +35,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/system_error.hpp>
 
 #if defined(ASIO_HAS_CO_AWAIT)
 #include <asio/co_spawn.hpp>
@@ -49,6 +50,7 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -346,6 +348,19 @@ inline auto record(outcome& o, int* seq = nullptr) {
 // A read handler, void(error_code, std::size_t), recording into `o`.
 inline auto record_read(outcome& o) {
   return [&o](asio::error_code ec, std::size_t n) { o.complete(ec, n); };
+}
+
+// The error a use_future future reports (its system_error's code), or success. Under TSan,
+// call it once the thread that completed the operation has been joined, or has finished with
+// the promise: libstdc++'s exception_ptr counts references with atomics TSan does not see.
+template <class T>
+asio::error_code error_of(std::future<T>& f) {
+  try {
+    f.get();
+  } catch (const asio::system_error& e) {
+    return e.code();
+  }
+  return {};
 }
 
 // The checks below evaluate their arguments more than once.

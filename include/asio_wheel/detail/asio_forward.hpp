@@ -28,6 +28,11 @@
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
+#if ASIO_WHEEL_ASIO_HAS_DEFERRED
+#include <boost/asio/deferred.hpp>
+#else
+#include <boost/asio/experimental/deferred.hpp>
+#endif
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution.hpp>
@@ -55,6 +60,11 @@
 #include <asio/basic_waitable_timer.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
+#if ASIO_WHEEL_ASIO_HAS_DEFERRED
+#include <asio/deferred.hpp>
+#else
+#include <asio/experimental/deferred.hpp>
+#endif
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/error_code.hpp>
@@ -99,6 +109,15 @@ namespace detail {
 template <typename Executor>
 using get_executor_result_t =
     std::conditional_t<ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF, const Executor&, Executor>;
+
+// deferred's token type: asio::deferred_t from Asio 1.24, asio::experimental's before (see
+// config.hpp). The completion token an adapter used alone stands for where the operation's
+// executor names no default (cancel_after.hpp).
+#if ASIO_WHEEL_ASIO_HAS_DEFERRED
+using deferred_t = asio::deferred_t;
+#else
+using deferred_t = asio::experimental::deferred_t;
+#endif
 
 // The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
 // any_executor::target<T>() casts without checking the type.

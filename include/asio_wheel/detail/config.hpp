@@ -43,7 +43,8 @@
 
 // Asio 1.24: deferred and as_tuple are asio::deferred and asio::as_tuple. Before, they exist
 // only as asio::experimental::deferred / as_tuple, which 1.30 deprecates and 1.33 removes.
-// The library does not use them; its tests and examples pick the name from this.
+// The library uses deferred only as the token a partial cancel_after adapts where the
+// executor names no default (asio_forward.hpp); its tests and examples pick the name from this.
 #define ASIO_WHEEL_ASIO_HAS_DEFERRED (ASIO_WHEEL_ASIO_VERSION >= 102400)
 
 // Asio 1.26: an I/O object's get_executor() returns a const reference (by value before).
