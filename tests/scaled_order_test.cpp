@@ -8,9 +8,9 @@
 // Timeout ranges complete every timer at its own deadline at the factor in force, however
 // its queue was joined (issue 23, items 1 and 2). A span's queue used to be a FIFO whose
 // keys were raised to the tail's: a timer that joined after its minimum had long passed (a
-// touch found at its wake-up, a wait started late) took the key of the timer ahead of it and completed when that one did: 48 s
-// late for a heartbeat_group at factor 1, 200 s for an idle_timer after a change of the
-// factor, in the scenarios below.
+// touch found at its wake-up, a wait started late) took the key of the timer ahead of it and
+// completed when that one did: 48 s late for a heartbeat_group at factor 1, 200 s for an idle_timer
+// after a change of the factor, in the scenarios below.
 //
 // Then the queues against a reference model (each timer's due time computed from its stamp
 // and the factor, O(n)), with random touches, late waits and changes of the factor: after
@@ -57,7 +57,9 @@ using group_t = asio_wheel::basic_heartbeat_group<vclock>;
 // two stages of a range (detail/scaled_queue.hpp, detail/threshold_queues.hpp).
 constexpr dur kTolerance = 2ms;
 
-double seconds(dur d) { return std::chrono::duration<double>(d).count(); }
+double seconds(dur d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 } // namespace
 
@@ -152,9 +154,9 @@ namespace {
 // Ranges sharing spans with different minima, so that a queue holds timers whose keys come
 // from different minima, and fixed ones beside them.
 const std::vector<range>& test_ranges() {
-  static const std::vector<range> rs{
-      {10ms, 1010ms}, {200ms, 1200ms}, {700ms, 1700ms}, {5ms, 3005ms},
-      {300ms, 3300ms}, {50ms, 50ms},   {1ms, 401ms},    {150ms, 550ms}};
+  static const std::vector<range> rs{{10ms, 1010ms}, {200ms, 1200ms}, {700ms, 1700ms},
+                                     {5ms, 3005ms},  {300ms, 3300ms}, {50ms, 50ms},
+                                     {1ms, 401ms},   {150ms, 550ms}};
   return rs;
 }
 
@@ -338,8 +340,8 @@ TEST_CASE("heartbeat_group: ranges against a model: random touches, watches and 
             CHECK(at <= std::max(next, from) + kTolerance);
             seen.saw(at - std::max(next, from));
             // The rule: the drop once it has passed, else the ping.
-            const group_t::event expected = at >= last + drop_at ? group_t::event::drop
-                                                                 : group_t::event::ping;
+            const group_t::event expected =
+                at >= last + drop_at ? group_t::event::drop : group_t::event::ping;
             CHECK(ev == expected);
             if (ev == group_t::event::ping)
               c.pinged_for = last;

@@ -48,8 +48,8 @@ namespace asio_wheel {
  * plus the event loop's latency (after a change of the factor, plus the delay of one posted
  * handler), for a range however long after its minimum the timer joined its span's queue
  * (a wait started late, a touch found at its previous deadline): the queue is ordered by
- * each timer's own last touch. On a clock that is not steady and was stepped back, the timeout counts from the
- * latest reading before the step until the clock passes it.
+ * each timer's own last touch. On a clock that is not steady and was stepped back, the timeout
+ * counts from the latest reading before the step until the clock passes it.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n

@@ -198,8 +198,7 @@ private:
     }
     queues_.reserve(queues_.size() + 1);
     queues_.push_back(std::make_unique<queue>(
-        static_cast<std::uint16_t>(node_heap<time_point>::first_id + queues_.size()), span,
-        *ex_));
+        static_cast<std::uint16_t>(node_heap<time_point>::first_id + queues_.size()), span, *ex_));
     return queues_.back().get();
   }
 
@@ -230,8 +229,8 @@ private:
     // Aborts the wait armed, if any; throws with nothing changed.
     q.timer.expires_at(due);
     q.armed_at.reset();
-    q.timer.async_wait(
-        wake_handler{this, static_cast<std::size_t>(q.heap.id() - node_heap<time_point>::first_id)});
+    q.timer.async_wait(wake_handler{
+        this, static_cast<std::size_t>(q.heap.id() - node_heap<time_point>::first_id)});
     q.armed_at = due;
   }
 

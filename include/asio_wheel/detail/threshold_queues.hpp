@@ -89,9 +89,7 @@ public:
   // Queues `m`, past the minimum `min_at` of the range of queue `q` (its own last touch +
   // min, however long ago). Throws std::bad_alloc if the queue cannot grow, with nothing
   // changed.
-  void push(std::size_t q, wheel_node& m, const time_point& min_at) {
-    queue_[q].push(m, min_at);
-  }
+  void push(std::size_t q, wheel_node& m, const time_point& min_at) { queue_[q].push(m, min_at); }
 
   // The earliest instant a head is due at factor f; false if both queues are empty.
   bool earliest(double f, time_point& at) const noexcept {
