@@ -67,57 +67,75 @@ double seconds(dur d) {
 // The scenarios of the issue.
 // ---------------------------------------------------------------------------------------------
 
-TEST_CASE("idle_timer: a range: a wait started long after its minimum completes at its own "
-          "timeout, not at the one of the timer queued ahead of it") {
+namespace {
+
+// Starts the operation of an idle_timer or a heartbeat; `done` records the instant it
+// completes, and for a heartbeat the event. An aborted one (the waiter destroyed at the end
+// of a test) records nothing.
+struct outcome {
+  tp at;
+  bool ping = false;
+};
+
+void start_op(idle_t& w, std::optional<outcome>& done) {
+  w.async_wait([&done](asio::error_code ec) {
+    if (ec == asio::error::operation_aborted)
+      return;
+    REQUIRE(!ec);
+    REQUIRE(!done);
+    done = outcome{vclock::now()};
+  });
+}
+
+void start_op(beat_t& w, std::optional<outcome>& done) {
+  w.async_next([&done](asio::error_code ec, beat_t::event ev) {
+    if (ec == asio::error::operation_aborted)
+      return;
+    REQUIRE(!ec);
+    REQUIRE(!done);
+    done = outcome{vclock::now(), ev == beat_t::event::ping};
+  });
+}
+
+// Two waiters of one span, whose first deadline (an idle timeout, a ping) is the range
+// {1 s, 1001 s}: b's minimum passes, so it is queued; then a, quiet for 202 s, starts its
+// operation, 201 s after its own minimum. At factor 0.5, a is due at t0 + 501 s and b at t0 + 701
+// s.
+template <typename Waiter, typename Options>
+void check_late_join(const Options& opts) {
   asio::io_context io;
   asio_wheel::virtual_time vt(io);
   auto& scale = asio_wheel::timeout_scale::of(io);
   const tp t0 = vt.now();
-  const range r{1s, 1001s};
-  idle_t a(io, r); // quiet since t0
+  Waiter a(io, opts); // quiet since t0
   vt.advance(200s);
-  idle_t b(io, r); // quiet since t0 + 200 s
-  std::optional<tp> a_done, b_done;
-  b.async_wait([&](asio::error_code) { b_done = vclock::now(); });
-  vt.advance(2s); // b is past its minimum: queued, keyed t0 + 201 s
-  // a's minimum passed 201 s ago: it joins the same span's queue behind b.
-  a.async_wait([&](asio::error_code) { a_done = vclock::now(); });
+  Waiter b(io, opts); // quiet since t0 + 200 s
+  std::optional<outcome> a_done, b_done;
+  start_op(b, b_done);
+  vt.advance(2s);      // b is past its minimum: queued, keyed t0 + 201 s
+  start_op(a, a_done); // joins the same span's queue after b, keyed t0 + 1 s
   vt.advance(0s);
-  scale.set(0.5); // a at t0 + 501 s, b at t0 + 701 s
+  scale.set(0.5);
   vt.advance(1000s);
   REQUIRE(a_done);
   REQUIRE(b_done);
-  MESSAGE("a completed " << seconds(*a_done - (t0 + 501s)) << " s after its deadline");
-  CHECK(*a_done >= t0 + 501s);
-  CHECK(*a_done <= t0 + 501s + kTolerance);
-  CHECK(*b_done >= t0 + 701s);
-  CHECK(*b_done <= t0 + 701s + kTolerance);
+  MESSAGE("a completed " << seconds(a_done->at - (t0 + 501s)) << " s after its deadline");
+  CHECK(a_done->at >= t0 + 501s);
+  CHECK(a_done->at <= t0 + 501s + kTolerance);
+  CHECK(b_done->at >= t0 + 701s);
+  CHECK(b_done->at <= t0 + 701s + kTolerance);
+}
+
+} // namespace
+
+TEST_CASE("idle_timer: a range: a wait started long after its minimum completes at its own "
+          "timeout, not at the one of the timer queued ahead of it") {
+  check_late_join<idle_t>(range{1s, 1001s});
 }
 
 TEST_CASE("heartbeat: ranges: a wait started long after its minimum pings at its own "
           "threshold, not at the one of the heartbeat queued ahead of it") {
-  asio::io_context io;
-  asio_wheel::virtual_time vt(io);
-  auto& scale = asio_wheel::timeout_scale::of(io);
-  const tp t0 = vt.now();
-  const beat_t::options opts{.ping_after = {1s, 1001s}, .drop_after = {2s, 5001s}};
-  beat_t a(io, opts);
-  vt.advance(200s);
-  beat_t b(io, opts);
-  std::optional<tp> a_ping, b_ping;
-  b.async_next([&](asio::error_code, beat_t::event) { b_ping = vclock::now(); });
-  vt.advance(2s);
-  a.async_next([&](asio::error_code, beat_t::event) { a_ping = vclock::now(); });
-  vt.advance(0s);
-  scale.set(0.5); // pings: a at t0 + 501 s, b at t0 + 701 s
-  vt.advance(1000s);
-  REQUIRE(a_ping);
-  REQUIRE(b_ping);
-  MESSAGE("a pinged " << seconds(*a_ping - (t0 + 501s)) << " s after its threshold");
-  CHECK(*a_ping >= t0 + 501s);
-  CHECK(*a_ping <= t0 + 501s + kTolerance);
-  CHECK(*b_ping >= t0 + 701s);
-  CHECK(*b_ping <= t0 + 701s + kTolerance);
+  check_late_join<beat_t>(beat_t::options{.ping_after = {1s, 1001s}, .drop_after = {2s, 5001s}});
 }
 
 TEST_CASE("heartbeat_group: ranges at factor 1: a member touched while it waits in the ping "
@@ -177,88 +195,134 @@ struct lateness {
 
 } // namespace
 
+namespace {
+
+// The model of an idle_timer: due its timeout after its last touch.
+struct idle_model {
+  using waiter = idle_t;
+  range r;
+  static idle_model make(std::mt19937_64& rng) {
+    return {test_ranges()[rng() % test_ranges().size()]};
+  }
+  std::unique_ptr<idle_t> create(asio::io_context& io) const {
+    return std::make_unique<idle_t>(io, r);
+  }
+  bool may_touch(const idle_t&) const { return true; }
+  tp due(const idle_t& w, double f) const { return w.last_activity() + r.at(f); }
+  void completed(const idle_t&, const outcome&, double) {}
+};
+
+// The model of a heartbeat: the ping once per spell, then the drop (the rule of
+// detail/heartbeat_rule.hpp).
+struct beat_model {
+  using waiter = beat_t;
+  static constexpr beat_t::options opts{.ping_after = {20ms, 900ms}, .drop_after = {400ms, 1600ms}};
+  tp pinged_for = tp::min();
+  static beat_model make(std::mt19937_64&) { return {}; }
+  std::unique_ptr<beat_t> create(asio::io_context& io) const {
+    return std::make_unique<beat_t>(io, opts);
+  }
+  // Not between its ping and its drop: see the note at the top.
+  bool may_touch(const beat_t& w) const { return pinged_for != w.last_activity(); }
+  tp due(const beat_t& w, double f) const {
+    const tp last = w.last_activity();
+    return last + (pinged_for != last ? opts.ping_after.at(f) : opts.drop_after.at(f));
+  }
+  void completed(const beat_t& w, const outcome& o, double f) {
+    const tp last = w.last_activity();
+    CHECK(o.ping == (o.at < last + opts.drop_after.at(f)));
+    if (o.ping)
+      pinged_for = last;
+  }
+};
+
+// n waiters, some started at once, then steps of touches, operations started (often past
+// their minimum) and changes of the factor between advances of virtual time, checked after
+// each advance against the model.
+template <typename Model>
+void run_activity_model(unsigned seed, std::size_t n, int steps) {
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  auto& scale = asio_wheel::timeout_scale::of(io);
+  double f = 1.0;
+  struct entry {
+    Model model;
+    std::unique_ptr<typename Model::waiter> w;
+    bool pending = false;
+    std::optional<outcome> done; // a completion seen in the current step
+  };
+  std::vector<entry> es(n);
+  const auto start = [&](entry& e) {
+    e.pending = true;
+    start_op(*e.w, e.done);
+  };
+  for (auto& e : es) {
+    e.model = Model::make(rng);
+    e.w = e.model.create(io);
+    if (rng() % 2 == 0)
+      start(e);
+  }
+  lateness seen;
+  for (int step = 0; step < steps; ++step) {
+    CAPTURE(step);
+    // Nothing runs until the advance.
+    for (auto& e : es) {
+      const auto roll = rng() % 16;
+      if (roll == 0 && e.model.may_touch(*e.w))
+        e.w->touch();
+      else if (roll == 1 && !e.pending)
+        start(e);
+    }
+    if (rng() % 6 == 0) {
+      f = test_factors()[rng() % test_factors().size()];
+      scale.set(f);
+    }
+    const tp t0 = vt.now();
+    // Stamps and factor are fixed until the step ends.
+    std::vector<tp> due(n);
+    for (std::size_t i = 0; i < n; ++i)
+      due[i] = es[i].model.due(*es[i].w, f);
+    vt.advance(rng() % 4 == 0 ? dur::zero() : dur(rng() % 300'000'000));
+    const tp t1 = vt.now();
+    for (std::size_t i = 0; i < n; ++i) {
+      entry& e = es[i];
+      if (!e.pending)
+        continue;
+      CAPTURE(i);
+      const tp ready = std::max(due[i], t0);
+      if (e.done) {
+        CHECK(e.done->at >= due[i]); // never early
+        CHECK(e.done->at <= ready + kTolerance);
+        seen.saw(e.done->at - ready);
+        e.model.completed(*e.w, *e.done, f);
+        e.done.reset();
+        e.pending = false;
+      } else {
+        CHECK(ready + kTolerance > t1); // not overdue
+      }
+    }
+  }
+  MESSAGE("seed " << seed << ": " << seen.completions << " completions, worst lateness "
+                  << seconds(seen.worst) * 1e3 << " ms");
+  for (auto& e : es)
+    e.w.reset();
+  vt.advance(0s);
+}
+
+} // namespace
+
 TEST_CASE("idle_timer: ranges against a model: random touches, late waits and factor "
           "changes; each completes at its deadline at the factor in force, within a tick") {
-  for (unsigned seed = 1; seed <= 6; ++seed) {
-    CAPTURE(seed);
-    std::mt19937_64 rng(seed);
-    asio::io_context io;
-    asio_wheel::virtual_time vt(io);
-    auto& scale = asio_wheel::timeout_scale::of(io);
-    double f = 1.0;
-    constexpr std::size_t n = 48;
+  for (unsigned seed = 1; seed <= 6; ++seed)
+    run_activity_model<idle_model>(seed, 48, 600);
+}
 
-    struct entry {
-      std::unique_ptr<idle_t> timer;
-      range r;
-      bool pending = false;
-      std::optional<tp> done; // completion seen in the current step
-    };
-    std::vector<entry> es(n);
-    const auto start = [&](std::size_t i) {
-      es[i].pending = true;
-      es[i].timer->async_wait([&es, i](asio::error_code ec) {
-        if (ec == asio::error::operation_aborted)
-          return; // destroyed at the end
-        REQUIRE(!ec);
-        REQUIRE(es[i].pending);
-        REQUIRE(!es[i].done);
-        es[i].done = vclock::now();
-      });
-    };
-    for (std::size_t i = 0; i < n; ++i) {
-      es[i].r = test_ranges()[rng() % test_ranges().size()];
-      es[i].timer = std::make_unique<idle_t>(io, es[i].r);
-      if (rng() % 2 == 0)
-        start(i);
-    }
-    lateness seen;
-    for (int step = 0; step < 600; ++step) {
-      CAPTURE(step);
-      // Between advances: touches, waits started (late, often: past their minimum) and
-      // changes of the factor. Nothing runs until the advance.
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto roll = rng() % 16;
-        if (roll == 0)
-          es[i].timer->touch();
-        else if (roll == 1 && !es[i].pending)
-          start(i);
-      }
-      if (rng() % 6 == 0) {
-        f = test_factors()[rng() % test_factors().size()];
-        scale.set(f);
-      }
-      const tp t0 = vt.now();
-      // Due times for this step: stamps and factor are fixed until it ends.
-      std::vector<tp> due(n);
-      for (std::size_t i = 0; i < n; ++i)
-        due[i] = es[i].timer->last_activity() + es[i].r.at(f);
-      const dur d = rng() % 4 == 0 ? dur::zero() : dur(rng() % 300'000'000);
-      vt.advance(d);
-      const tp t1 = vt.now();
-      for (std::size_t i = 0; i < n; ++i) {
-        entry& e = es[i];
-        if (!e.pending)
-          continue;
-        CAPTURE(i);
-        const tp ready = std::max(due[i], t0);
-        if (e.done) {
-          CHECK(*e.done >= due[i]); // never early
-          CHECK(*e.done <= ready + kTolerance);
-          seen.saw(*e.done - ready);
-          e.done.reset();
-          e.pending = false;
-        } else {
-          CHECK(ready + kTolerance > t1); // not overdue
-        }
-      }
-    }
-    MESSAGE("seed " << seed << ": " << seen.completions << " completions, worst lateness "
-                    << seconds(seen.worst) * 1e3 << " ms");
-    for (auto& e : es)
-      e.timer.reset();
-    vt.advance(0s);
-  }
+TEST_CASE("heartbeat: ranges against a model: random touches, late waits and factor "
+          "changes; each event at its threshold at the factor in force, within a tick") {
+  for (unsigned seed = 101; seed <= 104; ++seed)
+    run_activity_model<beat_model>(seed, 40, 500);
 }
 
 TEST_CASE("heartbeat_group: ranges against a model: random touches, watches and factor "
@@ -364,89 +428,5 @@ TEST_CASE("heartbeat_group: ranges against a model: random touches, watches and 
         group.unwatch(*c);
       vt.advance(0s);
     }
-  }
-}
-
-TEST_CASE("heartbeat: ranges against a model: random touches, late waits and factor "
-          "changes; each event at its threshold at the factor in force, within a tick") {
-  const beat_t::options opts{.ping_after = {20ms, 900ms}, .drop_after = {400ms, 1600ms}};
-  for (unsigned seed = 101; seed <= 104; ++seed) {
-    CAPTURE(seed);
-    std::mt19937_64 rng(seed);
-    asio::io_context io;
-    asio_wheel::virtual_time vt(io);
-    auto& scale = asio_wheel::timeout_scale::of(io);
-    double f = 1.0;
-    constexpr std::size_t n = 40;
-    struct entry {
-      std::unique_ptr<beat_t> hb;
-      bool pending = false;
-      tp pinged_for = tp::min();
-      std::optional<std::pair<beat_t::event, tp>> done;
-    };
-    std::vector<entry> es(n);
-    const auto start = [&](std::size_t i) {
-      es[i].pending = true;
-      es[i].hb->async_next([&es, i](asio::error_code ec, beat_t::event ev) {
-        if (ec == asio::error::operation_aborted)
-          return; // destroyed at the end
-        REQUIRE(!ec);
-        REQUIRE(!es[i].done);
-        es[i].done.emplace(ev, vclock::now());
-      });
-    };
-    for (std::size_t i = 0; i < n; ++i) {
-      es[i].hb = std::make_unique<beat_t>(io, opts);
-      start(i);
-    }
-    lateness seen;
-    for (int step = 0; step < 500; ++step) {
-      CAPTURE(step);
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto roll = rng() % 16;
-        if (roll == 0 && es[i].pinged_for != es[i].hb->last_activity())
-          es[i].hb->touch();
-        else if (roll == 1 && !es[i].pending)
-          start(i);
-      }
-      if (rng() % 6 == 0) {
-        f = test_factors()[rng() % test_factors().size()];
-        scale.set(f);
-      }
-      const tp t0 = vt.now();
-      const dur ping_at = opts.ping_after.at(f);
-      const dur drop_at = opts.drop_after.at(f);
-      const dur d = rng() % 4 == 0 ? dur::zero() : dur(rng() % 250'000'000);
-      vt.advance(d);
-      const tp t1 = vt.now();
-      for (std::size_t i = 0; i < n; ++i) {
-        entry& e = es[i];
-        if (!e.pending)
-          continue;
-        CAPTURE(i);
-        const tp last = e.hb->last_activity();
-        const bool may_ping = e.pinged_for != last;
-        const tp next = last + (may_ping ? ping_at : drop_at);
-        const tp ready = std::max(next, t0);
-        if (e.done) {
-          const auto [ev, at] = *e.done;
-          CHECK(at >= next);
-          CHECK(at <= ready + kTolerance);
-          seen.saw(at - ready);
-          CHECK(ev == (at >= last + drop_at ? beat_t::event::drop : beat_t::event::ping));
-          if (ev == beat_t::event::ping)
-            e.pinged_for = last;
-          e.done.reset();
-          e.pending = false;
-        } else {
-          CHECK(ready + kTolerance > t1);
-        }
-      }
-    }
-    MESSAGE("seed " << seed << ": " << seen.completions << " events, worst lateness "
-                    << seconds(seen.worst) * 1e3 << " ms");
-    for (auto& e : es)
-      e.hb.reset();
-    vt.advance(0s);
   }
 }
