@@ -145,19 +145,22 @@ private:
     place(i, e);
   }
 
+  // Floyd's bottom-up descent: the hole goes down to a leaf along the lesser children, then
+  // the entry goes up from there, no higher than `i`. The entry is the array's last, which
+  // usually belongs near the bottom (most keys come in order): one comparison per level
+  // instead of two.
   void sift_down(std::size_t i) noexcept {
     const entry e = entries_[i];
     const std::size_t n = entries_.size();
-    for (;;) {
-      std::size_t child = 2 * i + 1;
-      if (child >= n)
-        break;
+    const std::size_t top = i;
+    for (std::size_t child = 2 * i + 1; child < n; i = child, child = 2 * i + 1) {
       if (child + 1 < n && less(entries_[child + 1], entries_[child]))
         ++child;
-      if (!less(entries_[child], e))
-        break;
       place(i, entries_[child]);
-      i = child;
+    }
+    while (i > top && less(e, entries_[parent(i)])) {
+      place(i, entries_[parent(i)]);
+      i = parent(i);
     }
     place(i, e);
   }
