@@ -26,7 +26,7 @@
 // queue: O(distinct spans), however many timers wait. So each timer completes within a tick
 // of the queue's wait (and the event loop's latency) after its own timeout at the factor in
 // force, or after the change of the factor that made it due.
-
+//
 // One queue service per context and timer type (clock, wait traits, executor), created by
 // the first timer with a range. Its queues, their waits and the links of the timers in them
 // are guarded by one mutex, which is what lets a queue's handler, on any thread of the

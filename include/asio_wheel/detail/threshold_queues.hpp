@@ -30,8 +30,9 @@
 // has passed). A FIFO would have had to raise such a key to its tail's, making the member
 // as late as the members ahead of it (issue 23). So every member is taken within a tick of
 // the group's wheel of its own threshold at the factor in force (or of the change of the
-// factor that made it due), and judged by its own stamp and the factor read at that moment
-// before an event is delivered (never early with respect to the threshold in force then).
+// factor that made it due; on a clock stepped back, late by up to the step, as everywhere
+// else), and judged by its own stamp and the factor read at that moment before an event is
+// delivered (never early with respect to the threshold in force then).
 //
 // The queue's links are the wheel's (a member is in the wheel or in one queue, so the member
 // stays 56 bytes); the heaps' arrays cost 24 bytes per member queued, at their peak. If an
