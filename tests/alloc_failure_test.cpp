@@ -10,7 +10,8 @@
 // the k-th allocation after it is armed. A sweep runs each scenario for k = 1, 2, 3, ...
 // until a run completes without reaching its k-th allocation. A scenario arms, re-arms,
 // cancels, expires, moves and destroys timers (wheel_timer, idle_timer, heartbeat,
-// heartbeat_group, cancel_after, a coroutine) and shuts its context down with the injector
+// heartbeat_group, the last two with and without ranges, cancel_after, a coroutine) and
+// shuts its context down with the injector
 // still armed. Whatever throws std::bad_alloc is caught where a user would catch it: around
 // the call that threw, or around run(), which is then called again.
 //
@@ -34,6 +35,7 @@
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/idle_timer.hpp>
+#include <asio_wheel/timeout_scale.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/bind_cancellation_slot.hpp>
@@ -47,6 +49,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -754,11 +757,13 @@ struct group_scene {
   std::optional<asio_wheel::heartbeat_group> group;
 };
 
-void heartbeat_groups(asio::io_context& ioc, ledger& l) {
+// With `lower` (thresholds that are ranges), the factor goes to 0 once the first event is in.
+void heartbeat_groups_with(asio::io_context& ioc, ledger& l,
+                           const asio_wheel::heartbeat_group::options& opts, bool lower) {
   group_scene s;
   using group = asio_wheel::heartbeat_group;
   if (!attempt([&] {
-        s.group.emplace(ioc, group::options{200us, 20ms}, [](group::member& m, group::event ev) {
+        s.group.emplace(ioc, opts, [](group::member& m, group::event ev) {
           auto& c = static_cast<group_scene::conn&>(m);
           ++(ev == group::event::ping ? c.pings : c.drops);
         });
@@ -767,6 +772,8 @@ void heartbeat_groups(asio::io_context& ioc, ledger& l) {
   for (auto& c : s.conns)
     retry([&] { s.group->watch(c); }); // a member not watched before stays unwatched
   l.check(drive(ioc, [&] { return s.conns[0].pings + s.conns[0].drops != 0; }), "no event");
+  if (lower)
+    attempt([&] { asio_wheel::timeout_scale::of(ioc).set(0.0); });
   const bool unwatched = s.group->unwatch(s.conns[2]);
   l.check(drive(ioc), "run() did not finish");
   for (const auto& c : s.conns) {
@@ -774,6 +781,43 @@ void heartbeat_groups(asio::io_context& ioc, ledger& l) {
     l.check(c.drops == (&c == &s.conns[2] && unwatched ? 0 : 1),
             "a member was not dropped exactly once, or dropped after unwatch()");
   }
+}
+
+void heartbeat_groups(asio::io_context& ioc, ledger& l) {
+  heartbeat_groups_with(ioc, l, {200us, 20ms}, false);
+}
+
+// Ranges (issue 23): the members go through the group's queues, whose arrays grow; a queue
+// that cannot grow leaves its member in the wheel at the range's maximum (late under
+// pressure, never lost).
+void ranged_heartbeat_groups(asio::io_context& ioc, ledger& l) {
+  heartbeat_groups_with(ioc, l, {.ping_after = {100us, 3ms}, .drop_after = {200us, 6ms}}, true);
+}
+
+// Ranges (issue 23): idle_timers of one span with different minima, so that the last joins
+// its queue long after its own minimum, behind a later key (and the queue's array grows);
+// then the factor goes to 0. A queue that cannot grow leaves its timer parked at its
+// maximum: late under pressure, never early (before last activity + min), never lost.
+void ranged_idle_timers(asio::io_context& ioc, ledger& l) {
+  using range = asio_wheel::timeout_range<sclock::duration>;
+  std::optional<asio_wheel::idle_timer> a, b, c;
+  if (!attempt([&] {
+        c.emplace(ioc, range{50us, 4050us});
+        a.emplace(ioc, range{100us, 4100us});
+        b.emplace(ioc, range{300us, 4300us});
+      }))
+    return;
+  start_wait(l, *a, "a", expect::complete, asio::error_code(), a->last_activity() + 100us);
+  // Its handler needs a block: a re-arm short of memory completes it with no_memory.
+  record& rb = start_wait<large_handler>(l, *b, "b", expect::complete, std::nullopt,
+                                         b->last_activity() + 300us);
+  const auto c_quiet = c->last_activity();
+  l.check(drive(ioc, [&] { return sclock::now() >= c_quiet + 500us; }), "run() stopped early");
+  start_wait(l, *c, "c", expect::complete, asio::error_code(), c_quiet + 50us);
+  attempt([&] { asio_wheel::timeout_scale::of(ioc).set(0.0); });
+  l.check(drive(ioc), "run() did not finish");
+  if (rb.invoked && rb.ec)
+    l.check(rb.ec == asio::error::no_memory, "b failed with another error");
 }
 
 // cancel_after with callbacks: the deadline first, and the operation first.
@@ -967,6 +1011,14 @@ TEST_CASE("allocation-failure sweep: heartbeat") {
 
 TEST_CASE("allocation-failure sweep: heartbeat_group") {
   sweep("heartbeat_group", heartbeat_groups);
+}
+
+TEST_CASE("allocation-failure sweep: idle_timer with ranges") {
+  sweep("idle_timer with ranges", ranged_idle_timers);
+}
+
+TEST_CASE("allocation-failure sweep: heartbeat_group with ranges") {
+  sweep("heartbeat_group with ranges", ranged_heartbeat_groups);
 }
 
 TEST_CASE("allocation-failure sweep: cancel_after with callbacks") {

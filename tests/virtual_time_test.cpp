@@ -13,7 +13,9 @@
 // seeing now() >= its expiry (never early), re-arms within the window too; the clock ends at
 // exactly now + d. run(): jumps deadline to deadline until nothing is pending. The rule for
 // real I/O: run() without a hold fires a timeout while real work is outstanding (the tokio
-// footgun, shown so that the rule is not vacuous), with a hold it waits for the real event.
+// footgun, shown so that the rule is not vacuous), with a hold it waits for the real event;
+// a forgotten hold is a std::logic_error whatever executor the pending waits' handlers are
+// bound to (issue 23 item 7: one bound to a strand kept work outstanding, and run() hung).
 // Then the hours-long heartbeat server scenario, twice, compared by digest.
 
 #include <asio_wheel/basic_wheel_timer.hpp>
@@ -23,17 +25,25 @@
 #include <asio_wheel/statistics.hpp>
 #include <asio_wheel/virtual_time.hpp>
 
+#include <asio/bind_executor.hpp>
 #include <asio/io_context.hpp>
+#include <asio/io_context_strand.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -182,6 +192,68 @@ TEST_CASE("idle_timer, heartbeat_group and cancel_at run on virtual time") {
   vt.advance(1s);
   REQUIRE(result);
   CHECK(*result == asio::error::operation_aborted);
+}
+
+namespace {
+
+// Calls vt.run() with a forgotten hold, stopping the context after 2 s of real time if it
+// hangs (which would make run() throw too): whether it threw std::logic_error at once.
+bool forgotten_hold_throws(asio::io_context& io, asio_wheel::virtual_time& vt) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<bool> hung{false};
+  std::thread watchdog([&] {
+    std::unique_lock lock(m);
+    if (!cv.wait_for(lock, 2s, [&] { return done; })) {
+      hung = true;
+      io.stop();
+    }
+  });
+  bool threw = false;
+  {
+    asio_wheel::virtual_time::hold h(vt);
+    try {
+      vt.run();
+    } catch (const std::logic_error&) {
+      threw = true;
+    }
+  }
+  {
+    std::lock_guard lock(m);
+    done = true;
+  }
+  cv.notify_one();
+  watchdog.join();
+  return threw && !hung;
+}
+
+} // namespace
+
+TEST_CASE("real I/O: a forgotten hold is a std::logic_error, not a hang, whatever executor "
+          "the pending wait's handler is bound to") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  vtimer timeout(io, 1h);
+  bool fired = false;
+  const auto handler = [&](const asio::error_code& ec) { fired = !ec; };
+  SUBCASE("the context's executor") {
+    timeout.async_wait(handler);
+  }
+  SUBCASE("a strand") {
+    timeout.async_wait(asio::bind_executor(asio::make_strand(io), handler));
+  }
+  SUBCASE("a strand, type-erased") {
+    timeout.async_wait(asio::bind_executor(asio::any_io_executor(asio::make_strand(io)), handler));
+  }
+  SUBCASE("a legacy io_context::strand (a Networking TS executor)") {
+    asio::io_context::strand strand(io);
+    timeout.async_wait(asio::bind_executor(strand, handler));
+  }
+  CHECK(forgotten_hold_throws(io, vt));
+  // Released, run() jumps to the deadline and completes the wait on its executor.
+  vt.run();
+  CHECK(fired);
 }
 
 TEST_CASE("real I/O: run() jumps when only real work is outstanding, unless held") {

@@ -55,7 +55,9 @@ namespace asio_wheel {
  * @par Precision
  * As basic_idle_timer: never early (for a range, with respect to the threshold at the factor
  * read when the event is judged); late by at most a wheel tick plus the event loop's
- * latency.
+ * latency, for a range however the wait came to its span's queue. Lazy re-arm has one
+ * exception: a peer touched after its ping, while async_next() waits for the drop, starts a
+ * spell whose ping may be due before that drop; it is reported only at the drop's time.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n

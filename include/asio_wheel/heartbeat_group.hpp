@@ -106,7 +106,9 @@ struct heartbeat_group_statistics {
  *
  * @par Memory exhaustion
  * The group's one wait lives in its timer, so re-arming it after a run of the handler
- * allocates nothing. watch() can throw std::bad_alloc: on the context's first wait, or when
+ * allocates nothing. With ranges, a run may grow a queue's array; if it cannot, the member
+ * waits in the group's wheel for the range's maximum instead (late under memory pressure,
+ * never early). watch() can throw std::bad_alloc: on the context's first wait, or when
  * the wait, armed for later, must make way for an earlier one and cannot get the block it
  * moves to. The member is then left as it was (unwatched if it was not watched), and the
  * wait stays armed as it was.
@@ -116,7 +118,11 @@ struct heartbeat_group_statistics {
  * the one in force at the factor read when the event is judged (just before it is
  * delivered); late by at most one millisecond (the group's wheel tick) plus the wheel timer's
  * tick and the event loop's latency, or after a change of the factor, by the delay of one
- * posted handler.
+ * posted handler. For a range this holds however the member came to its queue (a touch
+ * found at its previous threshold, a ping whose drop's minimum had passed): each queue is
+ * ordered by its members' own last touch. Lazy re-arm has one exception: a member touched
+ * after its ping, while its drop is pending, starts a spell whose ping may be due before
+ * that drop; it is looked at, and pinged, only at the drop's time.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
@@ -150,7 +156,8 @@ struct heartbeat_group_statistics {
  *
  * @par Memory
  * 56 bytes per member (with std::chrono::steady_clock), embedded in the connection, ranges or
- * not; the group itself is about 12 KiB, whatever the number of members.
+ * not; the group itself is about 12 KiB, plus, with ranges, 24 bytes per member waiting in
+ * its queues at their peak (their arrays grow and do not shrink).
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
@@ -225,7 +232,8 @@ public:
     friend class basic_heartbeat_group;
 
     // Where it waits, while watched: in the group's wheel (wheel_node's slot), or in one of
-    // the group's queues (node_fifo: the same links, the key in wheel_node's deadline).
+    // the group's queues (node_heap: the same fields, its position in wheel_node's
+    // deadline).
     detail::activity_stamp<Clock> activity_;
     // The activity mark the last ping was reported for: one ping per quiet spell.
     time_point pinged_for_{time_point::min()};
@@ -394,7 +402,8 @@ private:
   // constructor); runs are, by members_per_run.
   detail::wheel_driver<Clock> driver_{detail::wheel_driver<Clock>::default_tick(),
                                       detail::timing_wheel::unlimited};
-  // Members past the minimum of their next threshold, by event, first in first out: see
+  // Members past the minimum of their next threshold, by event, ordered by their own last
+  // touch + min: see
   // detail/threshold_queues.hpp. Empty while the thresholds are fixed.
   queues queues_{options_.ping_after, options_.drop_after};
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;

@@ -46,8 +46,10 @@ namespace asio_wheel {
  * clock (touches from several threads keep the latest reading), @c timeout being, for a
  * range, the one at the factor read when the wait completes; late by at most one wheel tick
  * plus the event loop's latency (after a change of the factor, plus the delay of one posted
- * handler). On a clock that is not steady and was stepped back, the timeout counts from the
- * latest reading before the step until the clock passes it.
+ * handler), for a range however long after its minimum the timer joined its span's queue
+ * (a wait started late, a touch found at its previous deadline): the queue is ordered by
+ * each timer's own last touch. On a clock that is not steady and was stepped back, the timeout
+ * counts from the latest reading before the step until the clock passes it.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n

@@ -29,7 +29,10 @@ namespace asio_wheel {
  * context at a time.
  *
  * The wheel of a context on this clock arms no Asio timer: a pending wait does not keep
- * io_context::run() busy, and nothing completes until virtual_time drives the wheel.
+ * io_context::run() busy, whatever executor its handler is bound to (a strand's, another
+ * context's: unlike a wait on a real clock, it holds no outstanding work on it; a handler
+ * that holds work itself, such as one bound to a work-tracking executor, still does), and
+ * nothing completes until virtual_time drives the wheel.
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe. @e Shared @e objects: Safe (now() is an atomic load).

@@ -112,7 +112,8 @@ public:
    *
    * @returns The number of handlers run.
    * @throws std::logic_error if a hold is alive while the context has no outstanding work
-   * at all (nothing could ever release it).
+   * at all (nothing could ever release it). Pending virtual waits are not outstanding work,
+   * whatever executor their handlers are bound to (see virtual_clock).
    */
   std::size_t run() { return run_until(time_point::max()); }
 

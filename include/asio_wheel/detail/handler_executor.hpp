@@ -252,8 +252,9 @@ private:
 
 // The operation of a new wait on `entry` for `handler`, whose associated executor is `ex`:
 // called directly from the service's batches if `ex` is `home`'s (in the timer's own storage
-// when it fits and is free), else dispatched to `ex`, kept busy meanwhile.
-template <typename Handler, typename Executor>
+// when it fits and is free), else dispatched to `ex`, kept busy meanwhile if TrackWork (not
+// for a virtual clock: see tracked_executor).
+template <bool TrackWork, typename Handler, typename Executor>
 [[gnu::always_inline]] inline wait_op* make_wait_op(timer_entry& entry, Handler&& handler,
                                                     const Executor& ex, service_home& home) {
   using handler_type = std::decay_t<Handler>;
@@ -270,7 +271,7 @@ template <typename Handler, typename Executor>
     }
     return home_op::create(std::forward<Handler>(handler));
   }
-  return wait_handler_op<handler_type, tracked_executor<Executor>>::create(
+  return wait_handler_op<handler_type, tracked_executor<Executor, TrackWork>>::create(
       std::forward<Handler>(handler), ex);
 }
 

@@ -15,14 +15,17 @@
 // A timer whose timeout is a range [min, max] first waits for min since its last touch, on
 // its own wheel wait (no factor can make it earlier). Once min has passed with no touch
 // since, its wait is "parked" for max since the last touch (the latest it may have to wait,
-// at factor 1), and the timer joins the FIFO queue of its span (max - min) in its context,
-// keyed by last touch + min (raised to the tail's key if that is later, so that keys never
-// decrease and the head is the earliest). Each queue has one wheel wait of its own, armed
+// at factor 1), and the timer joins the queue of its span (max - min) in its context, keyed
+// by its own last touch + min: a heap ordered by key (detail/node_heap.hpp), so that the head
+// is the earliest due at every factor, however late the timer joined (a touch found only
+// when its wait ended, a wait started late). Each queue has one wheel wait of its own, armed
 // for head key + ceil(f * span). When it fires, the timers at the head that are due are
 // woken: their parked wait is moved to now (wheel_timer_impl::retarget), so it completes on
 // its own executor, where the timer judges itself again from its stamp and the factor (and
 // completes, or waits again: lazy re-arm). A change of the factor re-arms one wait per
-// queue: O(distinct spans), however many timers wait.
+// queue: O(distinct spans), however many timers wait. So each timer completes within a tick
+// of the queue's wait (and the event loop's latency) after its own timeout at the factor in
+// force, or after the change of the factor that made it due.
 //
 // One queue service per context and timer type (clock, wait traits, executor), created by
 // the first timer with a range. Its queues, their waits and the links of the timers in them
@@ -33,15 +36,16 @@
 // its wait completes), never by touch().
 //
 // The parked wait makes the queue a shortcut, not a dependency: a timer whose queue could
-// not be armed (memory exhaustion), or that could not get a queue at all (more distinct
-// spans than max_queues), still completes at its max: late under pressure, never early.
+// not be armed or grow (memory exhaustion), or that could not get a queue at all (more
+// distinct spans than max_queues), still completes at its max: late under pressure, never
+// early.
 //
 // Lock order: this mutex, then the wheel service's (timer operations under it). The mutex
 // is recursive because a handler destroyed inside a timer operation (a wait that could not
 // be started) may own a timer of the same service, whose destructor leaves its queue.
 
 #include <asio_wheel/basic_wheel_timer.hpp>
-#include <asio_wheel/detail/node_fifo.hpp>
+#include <asio_wheel/detail/node_heap.hpp>
 #include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/timeout_scale.hpp>
@@ -108,9 +112,11 @@ public:
     std::forward<ArmParked>(arm_parked)();
     if (q == nullptr)
       return;
-    node_fifo& fifo = q->fifo;
-    const time_point at = fifo.empty() ? min_at : std::max(min_at, key_time(fifo.back()));
-    fifo.push_back(w, key_of(at));
+    try {
+      q->heap.push(w, min_at);
+    } catch (...) {
+      return; // no memory for the queue to grow: parked only, as above
+    }
     try {
       // Nothing to do unless `w` is the head, or an earlier arm() failed.
       arm(*q);
@@ -136,19 +142,20 @@ public:
 private:
   // With the lock held.
   void unlink(Waiter& w) noexcept {
-    const std::uint16_t fifo_id = node_fifo::id_of(w);
-    if (fifo_id == 0)
+    const std::uint16_t heap_id = node_heap<time_point>::id_of(w);
+    if (heap_id == 0)
       return;
-    queue& q = *queues_[fifo_id - node_fifo::first_id];
-    q.fifo.remove(w);
-    if (q.fifo.empty())
+    queue& q = *queues_[heap_id - node_heap<time_point>::first_id];
+    q.heap.remove(w);
+    if (q.heap.empty())
       disarm(q);
   }
 
   struct queue {
     queue(std::uint16_t id, duration s, const asio::any_io_executor& ex)
-        : fifo(id), span(s), timer(ex) {}
-    node_fifo fifo;
+        : heap(id), span(s), timer(ex) {}
+    // The timers parked for this span, by their last touch + min.
+    node_heap<time_point> heap;
     duration span;
     // On the context's plain executor (see ex_).
     basic_wheel_timer<Clock, WaitTraits> timer;
@@ -172,16 +179,9 @@ private:
     void operator()() const { service->on_rescale(); }
   };
 
-  static std::uint64_t key_of(const time_point& t) noexcept {
-    return static_cast<std::uint64_t>(t.time_since_epoch().count());
-  }
-  static time_point key_time(const wheel_node& n) noexcept {
-    return time_point(duration(static_cast<typename duration::rep>(node_fifo::key(n))));
-  }
-
   // When the head of `q` is due at factor f. Precondition: not empty.
   static time_point head_due(const queue& q, double f) noexcept {
-    return saturating_add(key_time(q.fifo.front()), range(duration::zero(), q.span).at(f));
+    return saturating_add(q.heap.front_key(), range(duration::zero(), q.span).at(f));
   }
 
   queue* find_or_create(duration span, const Executor& ex) {
@@ -198,7 +198,7 @@ private:
     }
     queues_.reserve(queues_.size() + 1);
     queues_.push_back(std::make_unique<queue>(
-        static_cast<std::uint16_t>(node_fifo::first_id + queues_.size()), span, *ex_));
+        static_cast<std::uint16_t>(node_heap<time_point>::first_id + queues_.size()), span, *ex_));
     return queues_.back().get();
   }
 
@@ -219,7 +219,7 @@ private:
   // would wake for nothing after a factor rise, later would be late); disarms it if q is
   // empty.
   void arm(queue& q) {
-    if (q.fifo.empty()) {
+    if (q.heap.empty()) {
       disarm(q);
       return;
     }
@@ -229,8 +229,8 @@ private:
     // Aborts the wait armed, if any; throws with nothing changed.
     q.timer.expires_at(due);
     q.armed_at.reset();
-    q.timer.async_wait(
-        wake_handler{this, static_cast<std::size_t>(q.fifo.id() - node_fifo::first_id)});
+    q.timer.async_wait(wake_handler{
+        this, static_cast<std::size_t>(q.heap.id() - node_heap<time_point>::first_id)});
     q.armed_at = due;
   }
 
@@ -240,15 +240,17 @@ private:
   void process(queue& q, std::size_t& budget) {
     const time_point now = Clock::now();
     const double f = factor();
-    for (; budget > 0 && !q.fifo.empty(); --budget) {
+    for (; budget > 0 && !q.heap.empty(); --budget) {
       if (head_due(q, f) > now)
         break;
-      Waiter& w = static_cast<Waiter&>(q.fifo.pop_front());
+      const time_point head_key = q.heap.front_key();
+      Waiter& w = static_cast<Waiter&>(q.heap.pop_front());
       try {
         Waiter::wake(w, now);
       } catch (...) {
-        // No memory to move its wait: it stays first, for the next run.
-        q.fifo.push_front(w, key_of(key_time(w)));
+        // No memory to move its wait: it stays first, for the next run (with its key, in
+        // the room it just left: no allocation).
+        q.heap.push(w, head_key);
         arm(q);
         throw;
       }
@@ -288,7 +290,7 @@ private:
       return;
     std::size_t budget = waiters_per_run;
     for (auto& q : queues_) {
-      if (q->fifo.empty())
+      if (q->heap.empty())
         continue;
       // Re-armed if its head's due time moved, whatever the direction (see arm()); if
       // process() empties it, the wait is cancelled, which needs armed_at kept.
@@ -303,7 +305,7 @@ private:
     // The timers still in the queues keep their parked waits, which the wheel service
     // destroys at its own shutdown; their destructors find them out of any queue.
     for (auto& q : queues_)
-      q->fifo.clear([](wheel_node&) {});
+      q->heap.clear([](wheel_node&) {});
     queues_.clear();
   }
 
@@ -314,7 +316,7 @@ private:
   // work-tracking executor would keep run() going for the context's life, and a strand
   // would tie every queue's wake-ups to one connection. Their work is done under mutex_.
   std::optional<asio::any_io_executor> ex_;
-  // Indexed by node_fifo id - first_id; never shrinks before shutdown (there are few).
+  // Indexed by node_heap id - first_id; never shrinks before shutdown (there are few).
   std::vector<std::unique_ptr<queue>> queues_;
   bool shut_ = false;
   std::atomic<bool> rescale_posted_{false};

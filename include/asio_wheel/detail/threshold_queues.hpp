@@ -15,36 +15,37 @@
 // Each threshold is a range [min, max]; the threshold in force is min + f * (max - min) for
 // the context's factor f. A member first waits, in the group's wheel, for min since its last
 // touch: no factor can bring its event earlier. Once min has passed (with no touch since),
-// it joins the FIFO queue of that event (ping or drop: all members share the ranges, so one
-// queue each), keyed by the time it joined, which is last touch + min, raised to the key of
-// the queue's tail if that is later so that the keys never decrease. The head of a queue is
-// then its earliest: a queue is due at head key + f * (max - min), and the group's one wait
-// is armed for the earliest of the wheel's next expiry and the queues' heads. A change of f
-// moves two instants, not the members: the group re-arms its wait, on its own executor, and
-// a member already past its new threshold is taken in the next run. O(1) work per change, no
-// walk over the members.
+// it joins the queue of that event (ping or drop: all members share the ranges, so one
+// queue each), keyed by its own last touch + min: a heap ordered by key
+// (detail/node_heap.hpp), whose head is the earliest due at every factor. A queue is due at
+// head key + f * (max - min), and the group's one wait is armed for the earliest of the
+// wheel's next expiry and the queues' heads. A change of f moves two instants, not the
+// members: the group re-arms its wait, on its own executor, and a member already past its
+// new threshold is taken in the next run. O(1) work per change, no walk over the members.
 //
-// The queue's links are the wheel's (detail/node_fifo.hpp): a member is in the wheel or in
-// one queue, so the member stays 56 bytes. Lazy re-arm still applies: touch() does not move
-// a member; a member taken from a queue (or the wheel) that was touched since is filed again
-// from its new stamp, in the wheel if its new min is still ahead, else at the tail of the
-// queue.
+// The keys are the members' own, however late a member joins: one taken from a queue (or
+// the wheel) that was touched since is filed again from its new stamp, in the wheel if its
+// new min is still ahead, else in the queue with that stamp + min, which may be long past
+// (a touch soon after it joined, with a span longer than min; or a ping whose drop's min
+// has passed). A FIFO would have had to raise such a key to its tail's, making the member
+// as late as the members ahead of it (issue 23). So every member is taken within a tick of
+// the group's wheel of its own threshold at the factor in force (or of the change of the
+// factor that made it due; on a clock stepped back, late by up to the step, as everywhere
+// else), and judged by its own stamp and the factor read at that moment before an event is
+// delivered (never early with respect to the threshold in force then).
 //
-// Keys raised to the tail's make a member's queue time later than its own min, never
-// earlier, so a member is never judged due early; it may be taken late by the disorder of
-// the joins, which is under a tick (members join in the order the wheel expires them, tick
-// by tick) except on a clock stepped back (late by up to the step, as everywhere else). And
-// every member is judged by its own stamp and the factor read at that moment before an
-// event is delivered (never early with respect to the threshold in force then).
+// The queue's links are the wheel's (a member is in the wheel or in one queue, so the member
+// stays 56 bytes); the heaps' arrays cost 24 bytes per member queued, at their peak. If an
+// array cannot grow, the member waits in the wheel for the range's max instead (its latest
+// threshold at any factor): late under memory pressure, never early.
 //
 // A group whose ranges are all fixed (min == max, plain durations) never uses the queues and
 // does not listen to the scale: it works, and costs, exactly as before ranges existed.
 
-#include <asio_wheel/detail/node_fifo.hpp>
+#include <asio_wheel/detail/node_heap.hpp>
 #include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/wheel_node.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -71,9 +72,9 @@ public:
 
   // Unlinks `m` if it waits in a queue; false if it does not.
   bool remove(wheel_node& m) noexcept {
-    for (node_fifo& fifo : queue_) {
-      if (fifo.holds(m)) {
-        fifo.remove(m);
+    for (auto& h : queue_) {
+      if (h.holds(m)) {
+        h.remove(m);
         return true;
       }
     }
@@ -86,15 +87,10 @@ public:
     queue_[drop].clear(on_remove);
   }
 
-  // Queues `m`, past the minimum `min_at` of the range of queue `q`, at its tail. Keys never
-  // decrease along a queue, so that its head is its earliest: a later key is a later look,
-  // never an early one.
-  void push(std::size_t q, wheel_node& m, const time_point& min_at) noexcept {
-    node_fifo& fifo = queue_[q];
-    const time_point key =
-        fifo.empty() ? min_at : std::max(min_at, time_of_key(node_fifo::key(fifo.back())));
-    fifo.push_back(m, key_of(key));
-  }
+  // Queues `m`, past the minimum `min_at` of the range of queue `q` (its own last touch +
+  // min, however long ago). Throws std::bad_alloc if the queue cannot grow, with nothing
+  // changed.
+  void push(std::size_t q, wheel_node& m, const time_point& min_at) { queue_[q].push(m, min_at); }
 
   // The earliest instant a head is due at factor f; false if both queues are empty.
   bool earliest(double f, time_point& at) const noexcept {
@@ -120,23 +116,16 @@ public:
   wheel_node& pop(std::size_t q) noexcept { return queue_[q].pop_front(); }
 
 private:
-  // Queue keys: time points of the clock, stored in a node's 64 bits.
-  static std::uint64_t key_of(const time_point& t) noexcept {
-    return static_cast<std::uint64_t>(t.time_since_epoch().count());
-  }
-  static time_point time_of_key(std::uint64_t key) noexcept {
-    return time_point(duration(static_cast<typename duration::rep>(key)));
-  }
-
   // When the head of queue `q` is due at factor f: its key plus the scaled part of its
   // range. Precondition: not empty.
   time_point head_due(std::size_t q, double f) const noexcept {
     const Range& r = range_[q];
-    return saturating_add(time_of_key(node_fifo::key(queue_[q].front())), r.at(f) - r.min);
+    return saturating_add(queue_[q].front_key(), r.at(f) - r.min);
   }
 
   Range range_[2];
-  node_fifo queue_[2] = {node_fifo(node_fifo::first_id), node_fifo(node_fifo::first_id + 1)};
+  using heap = node_heap<time_point>;
+  heap queue_[2] = {heap(heap::first_id), heap(heap::first_id + 1)};
 };
 
 } // namespace asio_wheel::detail

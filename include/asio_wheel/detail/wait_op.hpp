@@ -121,12 +121,14 @@ private:
 
 // The executor a handler must complete on, kept with outstanding work when it is not the
 // wheel's own context executor (Asio's rule: a pending wait keeps the handler's executor
-// busy).
-template <typename Executor, typename = void>
+// busy). Track = false, for a wait on a virtual clock, keeps it without outstanding work:
+// such a wait completes only when virtual_time drives the wheel, so its work would keep
+// io_context::run() busy for nothing, and virtual_time::run() could not tell a forgotten
+// hold from real I/O (virtual_clock.hpp). The completion is dispatched the same way.
+template <typename Executor, bool Track = true, typename = void>
 class tracked_executor {
 public:
-  explicit tracked_executor(const Executor& ex)
-      : executor_(asio::prefer(ex, asio::execution::outstanding_work.tracked)) {}
+  explicit tracked_executor(const Executor& ex) : executor_(asio::prefer(ex, work())) {}
 
   template <typename Handler>
   void complete(Handler&& handler, const error_code& ec) {
@@ -134,26 +136,38 @@ public:
   }
 
 private:
-  std::decay_t<decltype(asio::prefer(std::declval<const Executor&>(),
-                                     asio::execution::outstanding_work.tracked))>
-      executor_;
+  static constexpr auto work() noexcept {
+    if constexpr (Track)
+      return asio::execution::outstanding_work.tracked;
+    else
+      return asio::execution::outstanding_work.untracked;
+  }
+
+  std::decay_t<decltype(asio::prefer(std::declval<const Executor&>(), work()))> executor_;
 };
 
 // Networking TS style executors (no properties, such as the legacy io_context::strand) keep
 // work through a work guard.
-template <typename Executor>
-class tracked_executor<Executor, std::enable_if_t<!asio::execution::is_executor<Executor>::value>> {
+template <typename Executor, bool Track>
+class tracked_executor<Executor, Track,
+                       std::enable_if_t<!asio::execution::is_executor<Executor>::value>> {
 public:
-  explicit tracked_executor(const Executor& ex) : guard_(ex) {}
+  explicit tracked_executor(const Executor& ex) : held_(ex) {}
 
   template <typename Handler>
   void complete(Handler&& handler, const error_code& ec) {
-    asio::dispatch(guard_.get_executor(),
-                   bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
+    asio::dispatch(executor(), bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
   }
 
 private:
-  asio::executor_work_guard<Executor> guard_;
+  Executor executor() const noexcept {
+    if constexpr (Track)
+      return held_.get_executor();
+    else
+      return held_;
+  }
+
+  std::conditional_t<Track, asio::executor_work_guard<Executor>, Executor> held_;
 };
 
 // Completion on the wheel's own context executor: the service is already running there,

@@ -16,10 +16,11 @@
 
 namespace asio_wheel::detail {
 
-class node_fifo;
+template <typename Key>
+class node_heap;
 
 // An entry of the wheel, embedded in (or a base of) the caller's object. Intrusive, so that
-// neither the wheel (detail/timing_wheel.hpp) nor a node_fifo ever allocates; 32 bytes.
+// the wheel (detail/timing_wheel.hpp) never allocates; 32 bytes.
 class wheel_node {
 public:
   wheel_node() noexcept = default;
@@ -35,16 +36,19 @@ public:
 
 private:
   friend class timing_wheel;
-  // A node waits in a wheel or in a node_fifo (detail/node_fifo.hpp), through the same links.
-  friend class node_fifo;
+  // A node waits in a wheel or in a node_heap (detail/node_heap.hpp), through the same fields.
+  template <typename Key>
+  friend class node_heap;
 
   static constexpr std::uint16_t unlinked = 0xffff;
 
-  // Neighbours in the slot's list; nullptr at its ends. Meaningless while not linked.
+  // Neighbours in the slot's list; nullptr at its ends. Meaningless while not linked, or
+  // linked in a node_heap.
   wheel_node* next_ = nullptr;
   wheel_node* prev_ = nullptr;
+  // In a node_heap, the node's position in its array.
   tick_type deadline_ = 0;
-  // In a wheel, level * slots_per_level + slot number; in a node_fifo, its id (above every
+  // In a wheel, level * slots_per_level + slot number; in a node_heap, its id (above every
   // slot of a wheel); else `unlinked`.
   std::uint16_t slot_ = unlinked;
 };

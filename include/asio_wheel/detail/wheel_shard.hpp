@@ -96,7 +96,9 @@ public:
     if (slot.is_connected())
       slot_handler = &slot.template emplace<cancellation>(this);
 
-    wait_op* const op = make_wait_op(entry, std::forward<Handler>(handler), ex, home);
+    // A wait on a virtual clock keeps no work (see tracked_executor).
+    wait_op* const op = make_wait_op<!is_virtual_clock<Clock>::value>(
+        entry, std::forward<Handler>(handler), ex, home);
 
     // The lock is gone before the wait is destroyed (its handler's destructor may call back
     // in): by unwinding, or at the end of the block. A lock_guard, not a unique_lock, whose

@@ -223,8 +223,9 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::run() {
 
 // Files a member taken at `now` (the wheel at `now_tick`) for the next threshold of its
 // spell: in the wheel while that threshold's minimum is ahead (or for a fixed threshold),
-// past now_tick so that deliver() cannot meet it again; else at the tail of that
-// threshold's queue.
+// past now_tick so that deliver() cannot meet it again; else in that threshold's queue,
+// keyed by its own minimum (or, if the queue cannot grow, in the wheel at the range's
+// maximum: late under memory pressure, never early).
 template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
                                                                       const thresholds& th,
@@ -238,7 +239,12 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
     driver_.wheel().insert(m, std::max(driver_.scale().ceil(min_at), now_tick + 1));
     return;
   }
-  queues_.push(q, m, min_at);
+  try {
+    queues_.push(q, m, min_at);
+  } catch (...) {
+    const time_point max_at = detail::saturating_add(last, r.max);
+    driver_.wheel().insert(m, std::max(driver_.scale().ceil(max_at), now_tick + 1));
+  }
 }
 
 // The member to look at next, in the order of the instants they are due at: the wheel's
