@@ -23,7 +23,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <ratio>
 #include <string>
 #include <vector>
 
@@ -236,4 +238,59 @@ TEST_CASE("a turn whose due waits queue behind an aborted one is not an empty tu
   CHECK(s.waits_aborted == 1);
   CHECK(s.driver_turns >= 1);
   CHECK(s.empty_turns == 0);
+}
+
+// #23 item 8: next_expiry while waits are pending is never empty, and never overflows.
+TEST_CASE("next_expiry: zero for a wait already due when started (its turn is queued)") {
+  asio::io_context io;
+  asio_wheel::wheel_timer past(io, -1s);
+  past.async_wait(ignore);
+  const auto s = asio_wheel::get_statistics(io);
+  CHECK(s.waits_pending() == 1);
+  REQUIRE(s.next_expiry); // was empty: the driver is not armed, a turn is queued instead
+  CHECK(*s.next_expiry == 0ns);
+  io.run();
+  CHECK_FALSE(asio_wheel::get_statistics(io).next_expiry);
+}
+
+TEST_CASE("next_expiry: a clock read negative and a wait at time_point::max() reads far ahead") {
+  using fclock = std::chrono::file_clock; // libstdc++: its epoch is in 2174, so now() < 0
+  asio::io_context io;
+  asio_wheel::basic_wheel_timer<fclock> t(io);
+  t.expires_at((fclock::time_point::max)());
+  t.async_wait(ignore);
+  const auto s = asio_wheel::get_statistics<fclock>(io);
+  REQUIRE(s.next_expiry);
+  // alarm_time - now overflowed (UBSan: signed overflow) and read as zero.
+  CHECK(*s.next_expiry > std::chrono::hours(24 * 365 * 100));
+  t.cancel();
+  io.run();
+}
+
+namespace {
+// A clock whose period is seconds, reading the system clock.
+struct seconds_clock {
+  using rep = std::int64_t;
+  using period = std::ratio<1>;
+  using duration = std::chrono::duration<rep, period>;
+  using time_point = std::chrono::time_point<seconds_clock>;
+  static constexpr bool is_steady = false;
+  static time_point now() {
+    return time_point(std::chrono::duration_cast<duration>(
+        std::chrono::system_clock::now().time_since_epoch()));
+  }
+};
+} // namespace
+
+TEST_CASE("next_expiry: a clock of seconds and a wait centuries ahead saturates") {
+  asio::io_context io;
+  asio_wheel::basic_wheel_timer<seconds_clock> t(io);
+  // 400 years: more than nanoseconds can hold (292 years).
+  t.expires_after(seconds_clock::duration(std::int64_t{400} * 365 * 24 * 3600));
+  t.async_wait(ignore);
+  const auto s = asio_wheel::get_statistics<seconds_clock>(io);
+  REQUIRE(s.next_expiry);
+  CHECK(*s.next_expiry == (std::chrono::nanoseconds::max)());
+  t.cancel();
+  io.run();
 }

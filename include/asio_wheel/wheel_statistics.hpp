@@ -60,7 +60,8 @@ struct wheel_statistics {
   /// Time until the wheel's driver next wakes, read from the clock at the snapshot: never
   /// later than the earliest pending wait's expiry (it may be earlier: the driver also wakes
   /// for a cancelled timer's tick or to re-file an upper-level slot). Zero if the wake-up is
-  /// overdue; empty when nothing is pending (the driver is not armed).
+  /// overdue (a wait already due when started, say); nanoseconds::max() if it is further
+  /// than that can tell; empty when nothing is pending (the driver is not armed).
   std::optional<std::chrono::nanoseconds> next_expiry;
 
   // --- Totals since the wheel was created. ---

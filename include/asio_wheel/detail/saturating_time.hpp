@@ -9,6 +9,11 @@
 #ifndef ASIO_WHEEL_DETAIL_SATURATING_TIME_HPP
 #define ASIO_WHEEL_DETAIL_SATURATING_TIME_HPP
 
+#include <chrono>
+#include <cstdint>
+#include <ratio>
+#include <type_traits>
+
 namespace asio_wheel::detail {
 
 // t + d, saturating at time_point::max() (a threshold past the clock's range never comes)
@@ -19,6 +24,34 @@ TimePoint saturating_add(const TimePoint& t, const typename TimePoint::duration&
   if (d >= TimePoint::duration::zero())
     return t > TimePoint::max() - d ? TimePoint::max() : t + d;
   return t < TimePoint::min() - d ? TimePoint::min() : t + d;
+}
+
+// The time from `from` to `to` in nanoseconds: zero unless `to` is later, saturating at
+// nanoseconds::max(). `to - from` in the clock's own duration would overflow for a clock read
+// negative and a deadline at time_point::max(), and its cast to nanoseconds for a clock whose
+// period is seconds and a deadline centuries ahead: the difference is taken in unsigned
+// 64-bit arithmetic, where it is exact (the clock's rep is an integer of at most 64 bits).
+template <typename TimePoint>
+std::chrono::nanoseconds saturating_ns_until(const TimePoint& from, const TimePoint& to) noexcept {
+  using ns = std::chrono::nanoseconds;
+  if (!(from < to))
+    return ns::zero();
+  using period = std::ratio_divide<typename TimePoint::period, std::nano>;
+  static_assert(std::is_integral_v<typename TimePoint::rep> && sizeof(typename TimePoint::rep) <= 8);
+  const std::uint64_t diff = static_cast<std::uint64_t>(to.time_since_epoch().count()) -
+                             static_cast<std::uint64_t>(from.time_since_epoch().count());
+  constexpr auto max = static_cast<std::uint64_t>((ns::max)().count());
+  constexpr auto num = static_cast<std::uint64_t>(period::num);
+  constexpr auto den = static_cast<std::uint64_t>(period::den);
+  const std::uint64_t whole = diff / den;
+  if (whole > max / num)
+    return (ns::max)();
+  const std::uint64_t scaled = whole * num;
+  const std::uint64_t part = diff % den * num / den; // diff % den < den: no overflow for any
+                                                     // period a clock has
+  if (scaled > max - part)
+    return (ns::max)();
+  return ns(static_cast<ns::rep>(scaled + part));
 }
 
 } // namespace asio_wheel::detail

@@ -19,6 +19,7 @@
 #include <asio_wheel/detail/block_reserve.hpp>
 #include <asio_wheel/detail/completion.hpp>
 #include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/detail/wheel_driver.hpp>
@@ -206,10 +207,17 @@ public:
     s.timers_pending = live_;
     for (unsigned level = 0; count_levels && level < wheel_statistics::levels; ++level)
       s.timers_per_level[level] = driver_.wheel().level_size(level);
-    if (driver_.armed() && live_ != 0) {
-      const auto left = driver_.alarm_time() - Clock::now();
-      s.next_expiry = std::max(std::chrono::nanoseconds::zero(),
-                               std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+    if (live_ != 0) {
+      // Armed: the alarm. Not armed with waits pending, the driver is on its way: a turn is
+      // queued (a wait due when it started) or the alarm is being re-armed earlier; it
+      // wakes for the wheel's next expiry (zero if overdue), never later.
+      const auto now = Clock::now();
+      if (driver_.armed())
+        s.next_expiry = saturating_ns_until(now, driver_.alarm_time());
+      else if (const auto next = driver_.wheel().next_expiry())
+        s.next_expiry = saturating_ns_until(now, driver_.scale().time_of(*next));
+      else
+        s.next_expiry = std::chrono::nanoseconds::zero();
     }
     counters_.snapshot(s);
   }
