@@ -26,14 +26,20 @@
 //   <kind> <timeout|never> K=<K> P=<P> N=<N> ns_per_cycle=<wall time per cycle>
 //
 // Usage: beast_stream_bench <beast|wheel> <timeout|never> <K idle> <N cycles> [P active=16]
-// Needs 2K + 2P descriptors: raises RLIMIT_NOFILE (as root, past the hard limit) or fails
-// saying so.
+//                           [streams|timers]
+// "streams" (the default) opens the K idle streams, with 2K descriptors (RLIMIT_NOFILE is
+// raised if it can be, else the run fails saying so). "timers" stands for them by what they
+// add to the timer structures, one 300 s timer wait each: for Beast's stream a steady_timer
+// wait in the reactor's heap, for ours a wait in the context's wheel (a wheel_timer): for a K
+// beyond the descriptors a process may have (2P + 64 are needed either way).
 
 #include <asio_wheel/beast/basic_stream.hpp>
+#include <asio_wheel/wheel_timer.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/basic_stream.hpp>
 
 #include <sys/resource.h>
@@ -84,18 +90,24 @@ struct active {
   }
 };
 
-template <class Stream>
+template <class Stream, class IdleTimer>
 int run(bool timeout, std::size_t idle_count, std::size_t cycles, std::size_t pairs,
-        const char* kind) {
+        bool idle_streams, const char* kind) {
   net::io_context ioc(1);
 
-  // The open, idle connections: a read pending with a timeout each.
+  // The open, idle connections: a read pending with a timeout each, or the timer wait that
+  // such a read adds.
   std::vector<std::unique_ptr<Stream>> idle;
   std::vector<std::unique_ptr<protocol::socket>> idle_peers;
+  std::vector<std::unique_ptr<IdleTimer>> idle_timers;
   std::array<char, 1> idle_buf{};
   std::size_t idle_done = 0;
+  for (std::size_t i = 0; i < idle_count && !idle_streams; ++i) {
+    idle_timers.push_back(std::make_unique<IdleTimer>(ioc, 300s));
+    idle_timers.back()->async_wait([&](error_code ec) { idle_done += !ec; });
+  }
   idle.reserve(idle_count);
-  for (std::size_t i = 0; i < idle_count; ++i) {
+  for (std::size_t i = 0; i < idle_count && idle_streams; ++i) {
     idle.push_back(std::make_unique<Stream>(ioc));
     idle_peers.push_back(std::make_unique<protocol::socket>(ioc));
     net::local::connect_pair(idle.back()->socket(), *idle_peers.back());
@@ -170,10 +182,10 @@ int run(bool timeout, std::size_t idle_count, std::size_t cycles, std::size_t pa
     std::fprintf(stderr, "beast_stream_bench: an operation failed or an idle read completed\n");
     return 1;
   }
-  std::printf("%s %s K=%zu P=%zu N=%zu ns_per_cycle=%.1f\n", kind, timeout ? "timeout" : "never",
-              idle_count, pairs, measured,
-              std::chrono::duration<double, std::nano>(elapsed).count() /
-                  static_cast<double>(measured));
+  std::printf(
+      "%s %s K=%zu (%s) P=%zu N=%zu ns_per_cycle=%.1f\n", kind, timeout ? "timeout" : "never",
+      idle_count, idle_streams ? "streams" : "timers", pairs, measured,
+      std::chrono::duration<double, std::nano>(elapsed).count() / static_cast<double>(measured));
   return 0;
 }
 
@@ -190,13 +202,15 @@ int main(int argc, char** argv) {
   const std::size_t k = std::strtoull(argv[3], nullptr, 10);
   const std::size_t n = std::strtoull(argv[4], nullptr, 10);
   const std::size_t p = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 16;
+  const std::string idle_kind = argc > 6 ? argv[6] : "streams";
   if ((kind != "beast" && kind != "wheel") || (mode != "timeout" && mode != "never") || n == 0 ||
-      p == 0) {
+      p == 0 || (idle_kind != "streams" && idle_kind != "timers")) {
     std::fprintf(stderr, "beast_stream_bench: kind must be beast or wheel, mode timeout or "
-                         "never, N and P positive\n");
+                         "never, N and P positive, the idle kind streams or timers\n");
     return 2;
   }
-  const rlim_t fds = 2 * (k + p) + 64;
+  const bool idle_streams = idle_kind == "streams";
+  const rlim_t fds = 2 * ((idle_streams ? k : 0) + p) + 64;
   if (!enough_descriptors(fds)) {
     std::fprintf(stderr,
                  "beast_stream_bench: %zu idle streams need %llu descriptors and RLIMIT_NOFILE "
@@ -206,6 +220,8 @@ int main(int argc, char** argv) {
   }
   const bool timeout = mode == "timeout";
   if (kind == "beast")
-    return run<boost::beast::basic_stream<protocol>>(timeout, k, n, p, "beast");
-  return run<asio_wheel::basic_stream<protocol>>(timeout, k, n, p, "wheel");
+    return run<boost::beast::basic_stream<protocol>, net::steady_timer>(timeout, k, n, p,
+                                                                        idle_streams, "beast");
+  return run<asio_wheel::basic_stream<protocol>, asio_wheel::wheel_timer>(timeout, k, n, p,
+                                                                          idle_streams, "wheel");
 }
