@@ -78,6 +78,59 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
+// `rounds` request cycles as a Beast server does them, on c.stream: expires_after(30s);
+// read one byte; expires_after(30s); write it back; the peer sends and reads each byte.
+// `on_last` runs in the handler of the last write, before it returns.
+template <class Stream>
+struct ping_pong {
+  connected<Stream>& c;
+  int rounds;
+  std::function<void()> on_last = [] {};
+  int served = 0;
+  error_code failure;
+  std::array<char, 1> in{};
+  std::array<char, 1> peer_in{};
+  char ping = 'p';
+
+  void start() {
+    serve();
+    client(rounds);
+  }
+
+  void serve() {
+    c.stream.expires_after(30s);
+    c.stream.async_read_some(net::buffer(in), [this](error_code ec, std::size_t) {
+      if (ec) {
+        failure = ec;
+        return;
+      }
+      c.stream.expires_after(30s);
+      c.stream.async_write_some(net::buffer(in), [this](error_code wec, std::size_t) {
+        if (wec) {
+          failure = wec;
+          return;
+        }
+        if (++served < rounds)
+          serve();
+        else
+          on_last();
+      });
+    });
+  }
+
+  void client(int left) {
+    if (left == 0)
+      return;
+    net::async_write(c.peer, net::buffer(&ping, 1), [this, left](error_code ec, std::size_t) {
+      if (ec)
+        return;
+      net::async_read(c.peer, net::buffer(peer_in), [this, left](error_code rec, std::size_t) {
+        if (!rec)
+          client(left - 1);
+      });
+    });
+  }
+};
 } // namespace
 
 TEST_CASE_TEMPLATE("a read whose peer is silent times out: error::timeout, socket closed", Stream,
@@ -121,49 +174,12 @@ TEST_CASE_TEMPLATE("expires_after before every operation: no timeout, run() retu
                    Stream, beast::tcp_stream, asio_wheel::tcp_stream) {
   net::io_context ioc;
   connected<Stream> c(ioc);
-  constexpr int rounds = 300;
-  int served = 0;
-  error_code failure;
-  std::array<char, 1> in{};
-  std::array<char, 1> peer_in{};
-  const char ping = 'p';
-
-  std::function<void()> serve = [&] {
-    c.stream.expires_after(30s);
-    c.stream.async_read_some(net::buffer(in), [&](error_code ec, std::size_t) {
-      if (ec) {
-        failure = ec;
-        return;
-      }
-      c.stream.expires_after(30s);
-      c.stream.async_write_some(net::buffer(in), [&](error_code wec, std::size_t) {
-        if (wec) {
-          failure = wec;
-          return;
-        }
-        if (++served < rounds)
-          serve();
-      });
-    });
-  };
-  std::function<void(int)> client = [&](int left) {
-    if (left == 0)
-      return;
-    net::async_write(c.peer, net::buffer(&ping, 1), [&, left](error_code ec, std::size_t) {
-      if (ec)
-        return;
-      net::async_read(c.peer, net::buffer(peer_in), [&, left](error_code rec, std::size_t) {
-        if (!rec)
-          client(left - 1);
-      });
-    });
-  };
-  serve();
-  client(rounds);
+  ping_pong<Stream> pp{c, 300};
+  pp.start();
   const auto start = clock_type::now();
   ioc.run();
-  CHECK_FALSE(failure);
-  CHECK(served == rounds);
+  CHECK_FALSE(pp.failure);
+  CHECK(pp.served == 300);
   CHECK(c.stream.socket().is_open());
   CHECK(seconds_since(start) < 10.0); // not the 30 s of a wait left armed
 }
@@ -309,42 +325,13 @@ TEST_CASE_TEMPLATE("websocket::stream over it: handshake, echo, close (teardown)
 TEST_CASE("asio_wheel::tcp_stream: expires_after + read/write cycles cost no wheel wait each") {
   net::io_context ioc;
   connected<asio_wheel::tcp_stream> c(ioc);
-  constexpr int rounds = 500;
-  int served = 0;
-  std::array<char, 1> in{};
-  std::array<char, 1> peer_in{};
-  const char ping = 'p';
   asio_wheel::wheel_statistics during{};
-
-  std::function<void()> serve = [&] {
-    c.stream.expires_after(30s);
-    c.stream.async_read_some(net::buffer(in), [&](error_code ec, std::size_t) {
-      REQUIRE_FALSE(ec);
-      c.stream.expires_after(30s);
-      c.stream.async_write_some(net::buffer(in), [&](error_code wec, std::size_t) {
-        REQUIRE_FALSE(wec);
-        if (++served < rounds)
-          serve();
-        else
-          during = asio_wheel::get_statistics(ioc); // before the last write's completion ends
-      });
-    });
-  };
-  std::function<void(int)> client = [&](int left) {
-    if (left == 0)
-      return;
-    net::async_write(c.peer, net::buffer(&ping, 1), [&, left](error_code ec, std::size_t) {
-      REQUIRE_FALSE(ec);
-      net::async_read(c.peer, net::buffer(peer_in), [&, left](error_code rec, std::size_t) {
-        REQUIRE_FALSE(rec);
-        client(left - 1);
-      });
-    });
-  };
-  serve();
-  client(rounds);
+  // Read before the last write's completion ends, when the stream would go idle.
+  ping_pong<asio_wheel::tcp_stream> pp{c, 500, [&] { during = asio_wheel::get_statistics(ioc); }};
+  pp.start();
   ioc.run();
-  REQUIRE(served == rounds);
+  REQUIRE_FALSE(pp.failure);
+  REQUIRE(pp.served == 500);
   CHECK(during.waits_started == 1);
   CHECK(during.waits_aborted == 0);
   // Idle at last: the one wait is released (one aborted handler), so run() could return.
