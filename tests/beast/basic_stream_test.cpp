@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace net = boost::asio;
@@ -85,12 +86,16 @@ template <class Stream>
 struct ping_pong {
   connected<Stream>& c;
   int rounds;
-  std::function<void()> on_last = [] {};
+  std::function<void()> on_last;
   int served = 0;
   error_code failure;
   std::array<char, 1> in{};
   std::array<char, 1> peer_in{};
   char ping = 'p';
+
+  ping_pong(
+      connected<Stream>& conn, int n, std::function<void()> last = [] {})
+      : c(conn), rounds(n), on_last(std::move(last)) {}
 
   void start() {
     serve();
@@ -174,7 +179,7 @@ TEST_CASE_TEMPLATE("expires_after before every operation: no timeout, run() retu
                    Stream, beast::tcp_stream, asio_wheel::tcp_stream) {
   net::io_context ioc;
   connected<Stream> c(ioc);
-  ping_pong<Stream> pp{c, 300};
+  ping_pong<Stream> pp(c, 300);
   pp.start();
   const auto start = clock_type::now();
   ioc.run();
@@ -327,7 +332,7 @@ TEST_CASE("asio_wheel::tcp_stream: expires_after + read/write cycles cost no whe
   connected<asio_wheel::tcp_stream> c(ioc);
   asio_wheel::wheel_statistics during{};
   // Read before the last write's completion ends, when the stream would go idle.
-  ping_pong<asio_wheel::tcp_stream> pp{c, 500, [&] { during = asio_wheel::get_statistics(ioc); }};
+  ping_pong<asio_wheel::tcp_stream> pp(c, 500, [&] { during = asio_wheel::get_statistics(ioc); });
   pp.start();
   ioc.run();
   REQUIRE_FALSE(pp.failure);
