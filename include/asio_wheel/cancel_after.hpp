@@ -41,6 +41,7 @@
 #include <asio_wheel/detail/block_cache.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -133,11 +134,12 @@ public:
   static cancel_at_state* create(const Executor& ex, asio::cancellation_type_t type) {
     allocator alloc;
     cancel_at_state* p = alloc.allocate(1);
-    try {
+    ASIO_WHEEL_TRY {
       return ::new (static_cast<void*>(p)) cancel_at_state(ex, type);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       alloc.deallocate(p, 1);
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
   }
 
@@ -148,11 +150,12 @@ public:
       // The forwarder owns a reference: it lives in the user's signal, which this state
       // never touches again (the signal may be gone before the operation completes).
       refs_.fetch_add(1, std::memory_order_relaxed);
-      try {
+      ASIO_WHEEL_TRY {
         outer.template emplace<forward_handler>(this);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         refs_.fetch_sub(1, std::memory_order_relaxed); // the operation's is still held
-        throw;
+        ASIO_WHEEL_RETHROW;
       }
     }
     timer_->expires_at(deadline);
@@ -274,6 +277,14 @@ private:
   State* state_;
 };
 
+// Whether an initiation names the I/O executor of its operation (C++17 detection).
+template <typename Initiation, typename = void>
+struct initiation_has_executor : std::false_type {};
+template <typename Initiation>
+struct initiation_has_executor<
+    Initiation, std::void_t<decltype(std::declval<const Initiation&>().get_executor())>>
+    : std::true_type {};
+
 template <typename Initiation, typename Clock, typename WaitTraits>
 class initiate_cancel_at {
 public:
@@ -292,11 +303,12 @@ public:
     // From here `wrapped` (or the operation it is moved into) finishes the state, also
     // when something below throws.
     cancel_at_handler<handler_type, state_type> wrapped = [&] {
-      try {
+      ASIO_WHEEL_TRY {
         return cancel_at_handler<handler_type, state_type>(std::forward<Handler>(handler), state);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         state->finish(); // the handler's move threw: no operation, no deadline
-        throw;
+        ASIO_WHEEL_RETHROW;
       }
     }();
     state->start(deadline_, outer);
@@ -311,7 +323,7 @@ private:
   // (ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE), so the candidate is given explicitly.
   template <typename Handler>
   auto operation_executor(const Handler& handler) const {
-    if constexpr (requires { initiation_.get_executor(); })
+    if constexpr (initiation_has_executor<Initiation>::value)
       return asio::get_associated_executor(handler, initiation_.get_executor());
     else
       return asio::get_associated_executor(handler, asio::system_executor());

@@ -74,8 +74,18 @@
 #include <asio/wait_traits.hpp>
 #endif
 
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO) && defined(BOOST_ASIO_NO_TYPEID)
+#define ASIO_WHEEL_ASIO_NO_TYPEID 1
+#elif !defined(ASIO_WHEEL_USE_BOOST_ASIO) && defined(ASIO_NO_TYPEID)
+#define ASIO_WHEEL_ASIO_NO_TYPEID 1
+#elif !defined(__cpp_rtti) && !defined(__GXX_RTTI) && !defined(_CPPRTTI)
+#define ASIO_WHEEL_ASIO_NO_TYPEID 1
+#endif
+
 #include <type_traits>
+#if !defined(ASIO_WHEEL_ASIO_NO_TYPEID)
 #include <typeinfo>
+#endif
 
 namespace asio_wheel {
 
@@ -100,11 +110,21 @@ template <typename Executor>
 using get_executor_result_t =
     std::conditional_t<ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF, const Executor&, Executor>;
 
-// The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
-// any_executor::target<T>() casts without checking the type.
+// The target of a type-erased executor if it is a T, else nullptr. From Asio 1.26 on
+// any_executor::target<T>() checks the type itself, without RTTI; before, it casts without
+// checking, so the type is compared here, which needs RTTI: with ASIO_NO_TYPEID on
+// Asio 1.22..1.25 no target is recognised, and every handler executor behind an
+// any_io_executor is treated as foreign (correct, at the cost of a post per completion).
 template <typename T, typename AnyExecutor>
 const T* target_if(const AnyExecutor& ex) noexcept {
+#if ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE
+  return ex.template target<T>();
+#elif defined(ASIO_WHEEL_ASIO_NO_TYPEID)
+  (void)ex;
+  return nullptr;
+#else
   return ex.target_type() == typeid(T) ? ex.template target<T>() : nullptr;
+#endif
 }
 
 } // namespace detail

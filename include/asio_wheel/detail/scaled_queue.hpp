@@ -47,6 +47,7 @@
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -99,9 +100,10 @@ public:
     std::lock_guard lock(mutex_);
     queue* q = nullptr;
     if (!shut_) {
-      try {
+      ASIO_WHEEL_TRY {
         q = find_or_create(r.max - r.min, ex);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         q = nullptr; // no memory for a queue: parked only, late under pressure
       }
     }
@@ -111,10 +113,11 @@ public:
     node_fifo& fifo = q->fifo;
     const time_point at = fifo.empty() ? min_at : std::max(min_at, key_time(fifo.back()));
     fifo.push_back(w, key_of(at));
-    try {
+    ASIO_WHEEL_TRY {
       // Nothing to do unless `w` is the head, or an earlier arm() failed.
       arm(*q);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       // Parked: it completes at its max at the latest; the next park or change retries.
     }
   }
@@ -146,8 +149,8 @@ private:
   }
 
   struct queue {
-    queue(std::uint16_t id, duration s, const asio::any_io_executor& ex)
-        : fifo(id), span(s), timer(ex) {}
+    queue(std::uint16_t fifo_id, duration s, const asio::any_io_executor& ex)
+        : fifo(fifo_id), span(s), timer(ex) {}
     node_fifo fifo;
     duration span;
     // On the context's plain executor (see ex_).
@@ -207,10 +210,11 @@ private:
   static void disarm(queue& q) noexcept {
     if (!q.armed_at)
       return;
-    try {
+    ASIO_WHEEL_TRY {
       q.timer.cancel();
       q.armed_at.reset();
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       // No memory for the aborted wait: it stays armed, and wakes to find nothing due.
     }
   }
@@ -244,13 +248,14 @@ private:
       if (head_due(q, f) > now)
         break;
       Waiter& w = static_cast<Waiter&>(q.fifo.pop_front());
-      try {
+      ASIO_WHEEL_TRY {
         Waiter::wake(w, now);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         // No memory to move its wait: it stays first, for the next run.
         q.fifo.push_front(w, key_of(key_time(w)));
         arm(q);
-        throw;
+        ASIO_WHEEL_RETHROW;
       }
     }
     arm(q);
@@ -270,11 +275,12 @@ private:
   void scale_changed() override {
     if (rescale_posted_.exchange(true, std::memory_order_acq_rel))
       return;
-    try {
+    ASIO_WHEEL_TRY {
       asio::post(*ex_, rescale_handler{this});
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       rescale_posted_.store(false, std::memory_order_release);
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
   }
 

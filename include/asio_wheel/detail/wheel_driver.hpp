@@ -14,6 +14,7 @@
 // with it (its alarm an Asio timer), heartbeat_group its members (its alarm a wheel timer).
 // It starts no wait itself: its owner arms its alarm when armed_for() says so.
 
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 
@@ -71,15 +72,17 @@ public:
   // deadlines computed in the old tick would be misread.
   void set_tick(duration tick, bool fixed) {
     if (tick <= duration::zero() || tick > max_tick)
-      throw std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
-                                  " ns; the tick must be positive and at most 60 s (default 1 ms)");
+      detail::throw_exception(
+          std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
+                                " ns; the tick must be positive and at most 60 s (default 1 ms)"));
     if (tick == scale_.tick())
       return;
     if (fixed)
-      throw std::logic_error("asio_wheel: the tick of a context can only be changed before its "
-                             "first wait (it is " +
-                             std::to_string(to_ns(scale_.tick())) +
-                             " ns); call set_tick() right after creating the io_context");
+      detail::throw_exception(
+          std::logic_error("asio_wheel: the tick of a context can only be changed before its "
+                           "first wait (it is " +
+                           std::to_string(to_ns(scale_.tick())) +
+                           " ns); call set_tick() right after creating the io_context"));
     reset(tick);
   }
 
