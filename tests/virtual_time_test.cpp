@@ -26,6 +26,10 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
+// Before doctest: in C++17 its stringification of std::error_code and std::thread::id
+// needs the complete std::ostream.
+#include <ostream>
+
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -66,7 +66,11 @@ public:
   virtual void scale_changed() = 0;
 
 protected:
-  ~scale_listener() { assert(scale_ == nullptr && "a scale_listener was destroyed listening"); }
+  // Virtual, so that a listener with virtual functions can be deleted as itself without
+  // clang's -Wdelete-non-abstract-non-virtual-dtor (a heartbeat_group in a unique_ptr).
+  virtual ~scale_listener() {
+    assert(scale_ == nullptr && "a scale_listener was destroyed listening");
+  }
 
   // Registers with `scale`. Precondition: not listening.
   void listen(timeout_scale& scale);

@@ -59,7 +59,7 @@ public:
 
   static_assert(std::is_integral_v<typename duration::rep> && sizeof(typename duration::rep) <= 8,
                 "asio_wheel: the clock's duration must have an integral representation of at "
-                "most 64 bits");
+                "most 64 bits (libc++'s std::chrono::file_clock has a 128-bit one)");
 
   inline static asio::execution_context::id id;
 
