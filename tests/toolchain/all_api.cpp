@@ -109,8 +109,9 @@ void cancel_adapters(asio::io_context& io) {
 // Coroutines, where the compiler and Asio have them (C++20).
 asio::awaitable<void> with_timeout(int& aborted) {
   asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
-  auto [ec] = co_await forever.async_wait(
-      asio_wheel::cancel_after(1ms, asio::as_tuple(asio::use_awaitable)));
+  asio::error_code ec;
+  co_await forever.async_wait(
+      asio_wheel::cancel_after(1ms, asio::redirect_error(asio::use_awaitable, ec)));
   aborted += ec == asio::error::operation_aborted;
   asio_wheel::wheel_timer t(co_await asio::this_coro::executor, 1ms);
   co_await t.async_wait(asio::use_awaitable);
