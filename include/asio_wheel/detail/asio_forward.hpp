@@ -82,6 +82,13 @@
 #define ASIO_WHEEL_ASIO_NO_TYPEID 1
 #endif
 
+// Without RTTI, the library cannot tell what an any_io_executor holds on Asio 1.22 to 1.25
+// (see target_if): it would not find the io_context behind a timer's default executor, and
+// would complete its waits from a thread of its own (virtual_time, for one, would not work).
+#if defined(ASIO_WHEEL_ASIO_NO_TYPEID) && !ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE
+#error "asio_wheel without RTTI (ASIO_NO_TYPEID / BOOST_ASIO_NO_TYPEID, -fno-rtti) needs Asio 1.26 or later (Boost 1.81 or later), whose any_executor::target<T>() checks the type itself; with an older Asio, build with RTTI"
+#endif
+
 #include <type_traits>
 #if !defined(ASIO_WHEEL_ASIO_NO_TYPEID)
 #include <typeinfo>
@@ -112,16 +119,11 @@ using get_executor_result_t =
 
 // The target of a type-erased executor if it is a T, else nullptr. From Asio 1.26 on
 // any_executor::target<T>() checks the type itself, without RTTI; before, it casts without
-// checking, so the type is compared here, which needs RTTI: with ASIO_NO_TYPEID on
-// Asio 1.22..1.25 no target is recognised, and every handler executor behind an
-// any_io_executor is treated as foreign (correct, at the cost of a post per completion).
+// checking, so the type is compared here with typeid.
 template <typename T, typename AnyExecutor>
 const T* target_if(const AnyExecutor& ex) noexcept {
 #if ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE
   return ex.template target<T>();
-#elif defined(ASIO_WHEEL_ASIO_NO_TYPEID)
-  (void)ex;
-  return nullptr;
 #else
   return ex.target_type() == typeid(T) ? ex.template target<T>() : nullptr;
 #endif

@@ -41,10 +41,14 @@
 
 #include <exception>
 
+// Without exceptions a try block is `if (true)` and its one catch clause the `else`: a
+// function whose try block returns and whose catch block rethrows (std::terminate, which
+// does not return) then has no path that falls off its end, for -Wreturn-type as for the
+// compiler. Hence one catch clause per try block.
 #if defined(ASIO_WHEEL_NO_EXCEPTIONS)
 #define ASIO_WHEEL_TRY if (true)
-#define ASIO_WHEEL_CATCH(declaration) else if (false)
-#define ASIO_WHEEL_CATCH_ALL else if (false)
+#define ASIO_WHEEL_CATCH(declaration) else
+#define ASIO_WHEEL_CATCH_ALL else
 #define ASIO_WHEEL_RETHROW std::terminate()
 #else
 #define ASIO_WHEEL_TRY try
