@@ -105,8 +105,13 @@ void cancel_adapters(asio::io_context& io) {
   expect(aborted == 2, "cancel_after and cancel_at");
 }
 
-#if defined(ASIO_HAS_CO_AWAIT)
-// Coroutines, where the compiler and Asio have them (C++20).
+// Coroutines, where the compiler and Asio have them (C++20), and exceptions (Asio's
+// awaitable needs them).
+#if defined(ASIO_HAS_CO_AWAIT) && defined(__cpp_exceptions)
+#define ALL_API_COROUTINES 1
+#endif
+
+#if defined(ALL_API_COROUTINES)
 asio::awaitable<void> with_timeout(int& aborted) {
   asio::steady_timer forever(co_await asio::this_coro::executor, 1h);
   asio::error_code ec;
@@ -213,7 +218,7 @@ int main() {
   asio::io_context io;
   timers(io);
   cancel_adapters(io);
-#if defined(ASIO_HAS_CO_AWAIT)
+#if defined(ALL_API_COROUTINES)
   coroutines(io);
 #endif
   activity(io);
