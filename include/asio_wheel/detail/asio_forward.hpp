@@ -86,7 +86,7 @@
 // (see target_if): it would not find the io_context behind a timer's default executor, and
 // would complete its waits from a thread of its own (virtual_time, for one, would not work).
 #if defined(ASIO_WHEEL_ASIO_NO_TYPEID) && !ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE
-#error "asio_wheel without RTTI (ASIO_NO_TYPEID / BOOST_ASIO_NO_TYPEID, -fno-rtti) needs Asio 1.26 or later (Boost 1.81 or later), whose any_executor::target<T>() checks the type itself; with an older Asio, build with RTTI"
+#error "asio_wheel without RTTI (ASIO_NO_TYPEID) needs Asio 1.26 or later (Boost 1.81 or later)"
 #endif
 
 #include <type_traits>
