@@ -105,7 +105,10 @@ private:
   struct key {
     tick_type effective;
     std::uint64_t seq;
-    friend auto operator<=>(const key&, const key&) = default;
+    // Lexicographic; spelled out, as C++17 has no defaulted comparisons.
+    friend bool operator<(const key& a, const key& b) noexcept {
+      return a.effective != b.effective ? a.effective < b.effective : a.seq < b.seq;
+    }
   };
   std::map<key, std::size_t> queue_;
   std::map<std::size_t, std::pair<tick_type, key>> deadline_;

@@ -31,6 +31,10 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
+// Before doctest: in C++17 its stringification of std::error_code and std::thread::id
+// needs the complete std::ostream.
+#include <ostream>
+
 #include <doctest/doctest.h>
 
 #include <atomic>

@@ -13,6 +13,7 @@
 #include <asio_wheel/detail/wheel_timer_impl.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -259,7 +260,7 @@ public:
     error_code ec;
     wait(ec);
     if (ec)
-      throw system_error(ec, "wait");
+      detail::throw_exception(system_error(ec, "wait"));
   }
 
   /// Perform a blocking wait on the timer.

@@ -59,6 +59,7 @@
 // Asio's by argument-dependent lookup, and is ambiguous if asio_wheel's is visible too (a
 // using-declaration does not prevent that; only qualification does).
 
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/block_cache.hpp>
 
@@ -141,9 +142,10 @@ struct timer_deadline {
     // out of memory) only leaves the wait to complete at the deadline, where finished_
     // stops its emit; finish() runs in destructors, so it must not throw.
     void finish() noexcept {
-      try {
+      ASIO_WHEEL_TRY {
         timer_->cancel();
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
       }
     }
 
@@ -294,8 +296,8 @@ cancel_after(const std::chrono::duration<Rep, Period>& timeout, CompletionToken&
  * Each launch re-arms @c timer (expires_after, which cancels its other waits); the operation
  * completing first cancels every wait of @c timer. @c timer must outlive the operation.
  */
-template <typename Timer, typename Rep, typename Period>
-requires detail::is_deadline_timer<Timer>
+template <typename Timer, typename Rep, typename Period,
+          typename = std::enable_if_t<detail::is_deadline_timer<Timer>>>
 [[nodiscard]] partial_cancel_after_timer<Timer>
 cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
              asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
@@ -305,8 +307,8 @@ cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
 
 /// Cancels the operation if it has not completed within @c timeout of its launch, waiting on
 /// @c timer.
-template <typename Timer, typename Rep, typename Period, typename CompletionToken>
-requires detail::is_deadline_timer<Timer>
+template <typename Timer, typename Rep, typename Period, typename CompletionToken,
+          typename = std::enable_if_t<detail::is_deadline_timer<Timer>>>
 [[nodiscard]] cancel_after_timer<std::decay_t<CompletionToken>, Timer>
 cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
              asio::cancellation_type_t cancel_type, CompletionToken&& token) {
@@ -316,8 +318,8 @@ cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
 
 /// Cancels the operation, with terminal cancellation, if it has not completed within
 /// @c timeout of its launch, waiting on @c timer.
-template <typename Timer, typename Rep, typename Period, typename CompletionToken>
-requires detail::is_deadline_timer<Timer>
+template <typename Timer, typename Rep, typename Period, typename CompletionToken,
+          typename = std::enable_if_t<detail::is_deadline_timer<Timer>>>
 [[nodiscard]] cancel_after_timer<std::decay_t<CompletionToken>, Timer>
 cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
              CompletionToken&& token) {
@@ -365,8 +367,8 @@ cancel_at(const std::chrono::time_point<Clock, Duration>& expiry, CompletionToke
  * Each launch re-arms @c timer (expires_at, which cancels its other waits); the operation
  * completing first cancels every wait of @c timer. @c timer must outlive the operation.
  */
-template <typename Timer, typename Duration>
-requires detail::is_deadline_timer<Timer>
+template <typename Timer, typename Duration,
+          typename = std::enable_if_t<detail::is_deadline_timer<Timer>>>
 [[nodiscard]] partial_cancel_at_timer<Timer>
 cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type, Duration>& expiry,
           asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
@@ -375,8 +377,8 @@ cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type
 }
 
 /// Cancels the operation if it has not completed by @c expiry, waiting on @c timer.
-template <typename Timer, typename Duration, typename CompletionToken>
-requires detail::is_deadline_timer<Timer>
+template <typename Timer, typename Duration, typename CompletionToken,
+          typename = std::enable_if_t<detail::is_deadline_timer<Timer>>>
 [[nodiscard]] cancel_at_timer<std::decay_t<CompletionToken>, Timer>
 cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type, Duration>& expiry,
           asio::cancellation_type_t cancel_type, CompletionToken&& token) {
@@ -385,8 +387,8 @@ cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type
 
 /// Cancels the operation, with terminal cancellation, if it has not completed by @c expiry,
 /// waiting on @c timer.
-template <typename Timer, typename Duration, typename CompletionToken>
-requires detail::is_deadline_timer<Timer>
+template <typename Timer, typename Duration, typename CompletionToken,
+          typename = std::enable_if_t<detail::is_deadline_timer<Timer>>>
 [[nodiscard]] cancel_at_timer<std::decay_t<CompletionToken>, Timer>
 cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type, Duration>& expiry,
           CompletionToken&& token) {
@@ -414,11 +416,12 @@ public:
                               const HandlerExecutor& handler_ex, asio::cancellation_type_t type) {
     allocator alloc;
     cancel_state* p = alloc.allocate(1);
-    try {
+    ASIO_WHEEL_TRY {
       return ::new (static_cast<void*>(p)) cancel_state(deadline, ex, handler_ex, type);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       alloc.deallocate(p, 1);
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
   }
 
@@ -430,11 +433,12 @@ public:
       // The forwarder owns a reference: it lives in the user's signal, which this state
       // never touches again (the signal may be gone before the operation completes).
       refs_.fetch_add(1, std::memory_order_relaxed);
-      try {
+      ASIO_WHEEL_TRY {
         outer.template emplace<forward_handler>(this);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         refs_.fetch_sub(1, std::memory_order_relaxed); // the operation's is still held
-        throw;
+        ASIO_WHEEL_RETHROW;
       }
     }
     auto& timer = timer_.get();
@@ -606,14 +610,34 @@ template <typename Executor>
 inline constexpr bool has_execution_context =
     asio::can_query<const Executor&, asio::execution::context_t>::value;
 
+// C++17 detection, in place of requires-expressions: a deadline on the user's timer, and an
+// initiation that names its I/O executor.
+template <typename Deadline, typename = void>
+struct deadline_has_timer : std::false_type {};
+template <typename Deadline>
+struct deadline_has_timer<
+    Deadline, std::void_t<decltype(std::declval<const Deadline&>().timer->get_executor())>>
+    : std::true_type {};
+
+template <typename T, typename = void>
+struct has_get_executor : std::false_type {};
+template <typename T>
+struct has_get_executor<T, std::void_t<decltype(std::declval<const T&>().get_executor())>>
+    : std::true_type {};
+
 template <typename Initiation, typename Deadline>
 class initiate_cancel : public initiation_io_executor<Initiation> {
 public:
   template <typename I>
   explicit initiate_cancel(I&& initiation) : initiation_(std::forward<I>(initiation)) {}
 
-  auto get_executor() const noexcept requires requires(const Initiation& i) { i.get_executor(); }
-  { return initiation_.get_executor(); }
+  // Only where the initiation has one (a template, for C++17's SFINAE in place of a
+  // requires-clause).
+  template <typename I = Initiation,
+            typename = decltype(std::declval<const I&>().get_executor())>
+  auto get_executor() const noexcept {
+    return initiation_.get_executor();
+  }
 
   // The deadline and the cancellation type come as arguments (as with Asio's initiation),
   // so that a deferred operation arms its deadline when it is launched.
@@ -648,11 +672,12 @@ private:
     // From here `wrapped` (or the operation it is moved into) finishes the state, also
     // when something below throws.
     cancel_at_handler<handler_type, state_type> wrapped = [&] {
-      try {
+      ASIO_WHEEL_TRY {
         return cancel_at_handler<handler_type, state_type>(std::forward<Handler>(handler), state);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         state->finish(); // the handler's move threw: no operation, no deadline
-        throw;
+        ASIO_WHEEL_RETHROW;
       }
     }();
     state->start(deadline.when, outer);
@@ -669,9 +694,9 @@ private:
   template <typename I, typename Handler>
   static auto deadline_executor(const I& initiation, const Deadline& deadline,
                                 const Handler& handler) {
-    if constexpr (requires { deadline.timer->get_executor(); }) {
+    if constexpr (deadline_has_timer<Deadline>::value) {
       return deadline.timer->get_executor();
-    } else if constexpr (requires { initiation.get_executor(); }) {
+    } else if constexpr (has_get_executor<I>::value) {
       return std::decay_t<decltype(initiation.get_executor())>(initiation.get_executor());
     } else {
       using handler_ex = asio::associated_executor_t<Handler, asio::system_executor>;

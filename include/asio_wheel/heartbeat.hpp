@@ -14,6 +14,7 @@
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -187,12 +188,14 @@ private:
     const range& p = opts.ping_after;
     const range& d = opts.drop_after;
     if (p.min > p.max || d.min > d.max)
-      throw std::invalid_argument("asio_wheel::heartbeat: a threshold range {min, max} needs "
-                                  "min <= max (a plain duration is {d, d})");
+      detail::throw_exception(
+          std::invalid_argument("asio_wheel::heartbeat: a threshold range {min, max} needs "
+                                "min <= max (a plain duration is {d, d})"));
     if (p.min <= duration::zero() || d.min <= p.min || d.max <= p.max)
-      throw std::invalid_argument("asio_wheel::heartbeat: need 0 < ping_after < drop_after "
-                                  "(for ranges: 0 < ping_after.min < drop_after.min and "
-                                  "ping_after.max < drop_after.max)");
+      detail::throw_exception(
+          std::invalid_argument("asio_wheel::heartbeat: need 0 < ping_after < drop_after "
+                                "(for ranges: 0 < ping_after.min < drop_after.min and "
+                                "ping_after.max < drop_after.max)"));
     return opts;
   }
 

@@ -311,24 +311,25 @@ public:
    */
   void watch(member& m) {
     if (m.group_ != nullptr && m.group_ != this)
-      throw std::invalid_argument(
+      detail::throw_exception(std::invalid_argument(
           "asio_wheel::heartbeat_group::watch: the member is watched by another group; "
-          "unwatch it there first");
+          "unwatch it there first"));
     const bool was_watched = m.group_ == this;
     if (was_watched)
       take_out(m);
     m.group_ = this;
     m.touch();
     m.pinged_for_ = time_point::min();
-    try {
+    ASIO_WHEEL_TRY {
       // Just touched: its first threshold's minimum is ahead, so it waits in the wheel.
       file(m, rule::next_threshold(minima_, m.activity_.last(), m.pinged_for_));
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       if (!was_watched) {
         driver_.wheel().remove(m);
         m.group_ = nullptr;
       }
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
   }
 
@@ -429,6 +430,7 @@ using heartbeat_group = basic_heartbeat_group<std::chrono::steady_clock>;
 
 } // namespace asio_wheel
 
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/impl/heartbeat_group.hpp>
 
 #endif // ASIO_WHEEL_HEARTBEAT_GROUP_HPP

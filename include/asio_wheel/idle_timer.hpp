@@ -14,6 +14,7 @@
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -196,11 +197,13 @@ private:
 
   static range checked(const range& timeout) {
     if (timeout.min <= duration::zero())
-      throw std::invalid_argument("asio_wheel::idle_timer: the timeout must be positive (for "
-                                  "a range {min, max}: its minimum)");
+      detail::throw_exception(
+          std::invalid_argument("asio_wheel::idle_timer: the timeout must be positive (for "
+                                "a range {min, max}: its minimum)"));
     if (timeout.min > timeout.max)
-      throw std::invalid_argument("asio_wheel::idle_timer: a timeout range {min, max} needs "
-                                  "min <= max (a plain duration is {d, d})");
+      detail::throw_exception(
+          std::invalid_argument("asio_wheel::idle_timer: a timeout range {min, max} needs "
+                                "min <= max (a plain duration is {d, d})"));
     return timeout;
   }
 

@@ -34,6 +34,7 @@
 // and detail/scaled_queue.hpp).
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <atomic>
 #include <cassert>
@@ -65,7 +66,11 @@ public:
   virtual void scale_changed() = 0;
 
 protected:
-  ~scale_listener() { assert(scale_ == nullptr && "a scale_listener was destroyed listening"); }
+  // Virtual, so that a listener with virtual functions can be deleted as itself without
+  // clang's -Wdelete-non-abstract-non-virtual-dtor (a heartbeat_group in a unique_ptr).
+  virtual ~scale_listener() {
+    assert(scale_ == nullptr && "a scale_listener was destroyed listening");
+  }
 
   // Registers with `scale`. Precondition: not listening.
   void listen(timeout_scale& scale);
@@ -222,18 +227,20 @@ public:
    */
   void set(double f) {
     if (!(f >= 0.0 && f <= 1.0))
-      throw std::invalid_argument("asio_wheel::timeout_scale::set: the factor must be in [0, 1] "
-                                  "(1: every timeout at its maximum, 0: at its minimum), got " +
-                                  std::to_string(f));
+      detail::throw_exception(
+          std::invalid_argument("asio_wheel::timeout_scale::set: the factor must be in [0, 1] "
+                                "(1: every timeout at its maximum, 0: at its minimum), got " +
+                                std::to_string(f)));
     std::lock_guard lock(mutex_);
     if (factor_.load(std::memory_order_relaxed) == f)
       return;
     factor_.store(f, std::memory_order_release);
     std::exception_ptr failed;
     for (detail::scale_listener* l = listeners_; l != nullptr; l = l->next_) {
-      try {
+      ASIO_WHEEL_TRY {
         l->scale_changed();
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         if (!failed)
           failed = std::current_exception();
       }

@@ -22,6 +22,7 @@
 #include <asio_wheel/virtual_clock.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -187,10 +188,10 @@ private:
         io_.restart();
         const std::size_t real = io_.run_one();
         if (real == 0 && holds_ != 0)
-          throw std::logic_error(
+          detail::throw_exception(std::logic_error(
               "asio_wheel::virtual_time::run: a hold is alive but the io_context has no "
               "outstanding work, so nothing can release it; release the hold when the real "
-              "I/O it stands for completes, or use advance()");
+              "I/O it stands for completes, or use advance()"));
         n += real;
         continue;
       }

@@ -11,7 +11,7 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
+#include <asio_wheel/detail/bit_ops.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -179,7 +179,7 @@ struct wheel_counters {
 
   // `timers` timers expired `ticks` late.
   void late(std::uint64_t ticks, std::uint64_t timers) noexcept {
-    lateness[std::bit_width(ticks)] += timers;
+    lateness[detail::bit_width(ticks)] += timers;
     lateness_sum += ticks * timers;
   }
 

@@ -41,6 +41,10 @@
 #include <asio/co_spawn.hpp>
 #endif
 
+// Before doctest: in C++17 its stringification of std::error_code and std::thread::id
+// needs the complete std::ostream.
+#include <ostream>
+
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -131,7 +131,10 @@ private:
   struct key {
     tick_type effective;
     std::uint64_t seq;
-    friend auto operator<=>(const key&, const key&) = default;
+    // Lexicographic; spelled out, as C++17 has no defaulted comparisons.
+    friend bool operator<(const key& a, const key& b) noexcept {
+      return a.effective != b.effective ? a.effective < b.effective : a.seq < b.seq;
+    }
   };
   // Where a queued id sits in queue_, and the deadline it was given (the key holds the
   // effective one).
@@ -239,7 +242,10 @@ struct reaction {
 struct expiry {
   node_id id;
   tick_type tick;
-  friend bool operator==(const expiry&, const expiry&) = default;
+  friend bool operator==(const expiry& a, const expiry& b) noexcept {
+    return a.id == b.id && a.tick == b.tick;
+  }
+  friend bool operator!=(const expiry& a, const expiry& b) noexcept { return !(a == b); }
 };
 
 // ---------------------------------------------------------------------------------------------

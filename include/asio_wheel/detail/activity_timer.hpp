@@ -18,6 +18,7 @@
 #include <asio_wheel/timeout_scale.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -201,12 +202,13 @@ protected:
   template <typename Owner, typename Handler>
   bool rewait_for(const range& r, const time_point& last, rearming_handler<Owner, Handler>& h,
                   std::optional<time_point> now = std::nullopt) {
-    try {
+    ASIO_WHEEL_TRY {
       wait_for(r, last, std::move(h), now);
       return true;
-    } catch (const std::bad_alloc&) {
+    }
+    ASIO_WHEEL_CATCH(const std::bad_alloc&) {
       if (h.taken())
-        throw; // moving the handler itself threw: it is gone, as in Asio
+        ASIO_WHEEL_RETHROW; // moving the handler itself threw: it is gone, as in Asio
       return false;
     }
   }
@@ -228,12 +230,13 @@ protected:
       if (slot.is_connected())
         self.slot_ = &slot.template emplace<slot_canceller<Owner>>(owner_);
       self.state_ = op_state::pending;
-      try {
+      ASIO_WHEEL_TRY {
         owner_->start(
             rearming_handler<Owner, std::decay_t<Handler>>(owner_, std::forward<Handler>(handler)));
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         self.end_op();
-        throw;
+        ASIO_WHEEL_RETHROW;
       }
     }
 

@@ -84,8 +84,25 @@
 #include <asio/wait_traits.hpp>
 #endif
 
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO) && defined(BOOST_ASIO_NO_TYPEID)
+#define ASIO_WHEEL_ASIO_NO_TYPEID 1
+#elif !defined(ASIO_WHEEL_USE_BOOST_ASIO) && defined(ASIO_NO_TYPEID)
+#define ASIO_WHEEL_ASIO_NO_TYPEID 1
+#elif !defined(__cpp_rtti) && !defined(__GXX_RTTI) && !defined(_CPPRTTI)
+#define ASIO_WHEEL_ASIO_NO_TYPEID 1
+#endif
+
+// Without RTTI, the library cannot tell what an any_io_executor holds on Asio 1.22 to 1.25
+// (see target_if): it would not find the io_context behind a timer's default executor, and
+// would complete its waits from a thread of its own (virtual_time, for one, would not work).
+#if defined(ASIO_WHEEL_ASIO_NO_TYPEID) && !ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE
+#error "asio_wheel without RTTI (ASIO_NO_TYPEID) needs Asio 1.26 or later (Boost 1.81 or later)"
+#endif
+
 #include <type_traits>
+#if !defined(ASIO_WHEEL_ASIO_NO_TYPEID)
 #include <typeinfo>
+#endif
 
 namespace asio_wheel {
 
@@ -119,11 +136,16 @@ using deferred_t = asio::deferred_t;
 using deferred_t = asio::experimental::deferred_t;
 #endif
 
-// The target of a type-erased executor if it is a T, else nullptr. Asio 1.22's
-// any_executor::target<T>() casts without checking the type.
+// The target of a type-erased executor if it is a T, else nullptr. From Asio 1.26 on
+// any_executor::target<T>() checks the type itself, without RTTI; before, it casts without
+// checking, so the type is compared here with typeid.
 template <typename T, typename AnyExecutor>
 const T* target_if(const AnyExecutor& ex) noexcept {
+#if ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE
+  return ex.template target<T>();
+#else
   return ex.target_type() == typeid(T) ? ex.template target<T>() : nullptr;
+#endif
 }
 
 } // namespace detail

@@ -110,9 +110,16 @@ public:
   }
 
   void deallocate(T* p, std::size_t n) noexcept {
-    if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+    if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+      // The sized form only where the compiler declares it: clang before 19 does not
+      // without -fsized-deallocation.
+#if defined(__cpp_sized_deallocation)
       ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
-    else
+#else
+      (void)n;
+      ::operator delete(p, std::align_val_t(alignof(T)));
+#endif
+    } else
       block_cache::deallocate(p, n * sizeof(T));
   }
 

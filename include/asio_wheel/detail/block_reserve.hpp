@@ -10,6 +10,7 @@
 #define ASIO_WHEEL_DETAIL_BLOCK_RESERVE_HPP
 
 #include <asio_wheel/detail/block_cache.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 
 #include <cstddef>
@@ -38,9 +39,10 @@ public:
 
   // The same, or nullptr where the heap has none.
   static void* try_allocate() noexcept {
-    try {
+    ASIO_WHEEL_TRY {
       return block_cache::allocate(inline_op_size);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       return nullptr;
     }
   }
@@ -90,7 +92,7 @@ public:
     if (void* block = spare_block::try_allocate())
       return spare_block(std::in_place, block);
     if (head_ == nullptr)
-      throw std::bad_alloc();
+      detail::throw_exception(std::bad_alloc());
     return spare_block(std::in_place, pop());
   }
 

@@ -51,12 +51,25 @@
 // The library's I/O objects return what asio::steady_timer returns.
 #define ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF (ASIO_WHEEL_ASIO_VERSION >= 102600)
 
+// Asio 1.26: any_executor::target<T>() returns nullptr unless the target is a T (before, it
+// cast without checking). No macro or header tells, so the release decides.
+#define ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE (ASIO_WHEEL_ASIO_VERSION >= 102600)
+
 // Asio 1.31: asio::cancel_after and asio::cancel_at of its own, with the same signatures as
 // asio_wheel's. Both stay usable: the library never calls either unqualified.
 #define ASIO_WHEEL_ASIO_HAS_CANCEL_AFTER (ASIO_WHEEL_ASIO_VERSION >= 103100)
 
-// Asio 1.38: the default candidate of associated_executor is inline_executor, which has no
-// execution context; before it was system_executor. See cancel_after's initiation.
-#define ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE (ASIO_WHEEL_ASIO_VERSION >= 103800)
+// Asio 1.38 (Boost.Asio 1.37 of Boost 1.90): the default candidate of associated_executor is
+// inline_executor, which has no execution context; before it was system_executor. See
+// cancel_after's initiation. Decided by the feature, not the release: the commit that made
+// inline_executor the default is the one after the one that added its header, and Boost
+// shipped them under an earlier version number.
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO) && __has_include(<boost/asio/inline_executor.hpp>)
+#define ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE 1
+#elif !defined(ASIO_WHEEL_USE_BOOST_ASIO) && __has_include(<asio/inline_executor.hpp>)
+#define ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE 1
+#else
+#define ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE 0
+#endif
 
 #endif // ASIO_WHEEL_DETAIL_CONFIG_HPP

@@ -10,13 +10,33 @@
 #define ASIO_WHEEL_DETAIL_FUTEX_MUTEX_HPP
 
 #include <atomic>
+#if __has_include(<version>)
+#include <version>
+#endif
+
+// How a contended lock() sleeps: std::atomic::wait (C++20, a futex on Linux), else the Linux
+// futex system call on the same word (C++17), else, elsewhere in C++17, a std::mutex and
+// std::condition_variable pair taken only by waiters. Never a spin or yield loop.
+#if defined(__cpp_lib_atomic_wait)
+#define ASIO_WHEEL_FUTEX_ATOMIC_WAIT 1
+#elif defined(__linux__)
+#define ASIO_WHEEL_FUTEX_LINUX 1
+#include <climits>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define ASIO_WHEEL_FUTEX_CONDVAR 1
+#include <condition_variable>
+#include <mutex>
+#endif
 
 namespace asio_wheel::detail {
 
 // The wheel's lock: taken twice per heartbeat reset, almost always uncontended, held for a
 // few dozen instructions. An uncontended lock() and unlock() is one compare-exchange and one
 // exchange, against about 75 instructions for glibc's pthread_mutex; a contended one sleeps
-// through std::atomic::wait (a futex on Linux) instead of spinning.
+// on a futex (see above) instead of spinning.
 // The algorithm is "Mutex, take 2" of U. Drepper, "Futexes Are Tricky" (2011).
 class futex_mutex {
 public:
@@ -31,21 +51,64 @@ public:
       return;
     // Announce a waiter before sleeping, so that unlock() knows to wake someone.
     while (state_.exchange(contended, std::memory_order_acquire) != unlocked)
-      state_.wait(contended, std::memory_order_relaxed);
+      wait_while_contended();
   }
 
   void unlock() noexcept {
     if (state_.exchange(unlocked, std::memory_order_release) == contended)
-      state_.notify_one();
+      wake_one();
   }
 
 private:
+  // Sleeps while state_ is `contended`; may return spuriously (lock() loops).
+  void wait_while_contended() noexcept {
+#if defined(ASIO_WHEEL_FUTEX_ATOMIC_WAIT)
+    state_.wait(contended, std::memory_order_relaxed);
+#elif defined(ASIO_WHEEL_FUTEX_LINUX)
+    // The kernel compares the word with `contended` atomically with going to sleep, so a
+    // wake_one() between the exchange in lock() and this call is not lost (EAGAIN).
+    ::syscall(SYS_futex, word(), FUTEX_WAIT_PRIVATE, contended, nullptr, nullptr, 0);
+#else
+    std::unique_lock<std::mutex> guard(sleep_mutex_);
+    sleep_.wait(guard, [this] { return state_.load(std::memory_order_relaxed) != contended; });
+#endif
+  }
+
+  void wake_one() noexcept {
+#if defined(ASIO_WHEEL_FUTEX_ATOMIC_WAIT)
+    state_.notify_one();
+#elif defined(ASIO_WHEEL_FUTEX_LINUX)
+    ::syscall(SYS_futex, word(), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+#else
+    // Taking sleep_mutex_ orders this wake after a waiter's check of state_ (no lost wake).
+    { std::lock_guard<std::mutex> guard(sleep_mutex_); }
+    sleep_.notify_one();
+#endif
+  }
+
+#if defined(ASIO_WHEEL_FUTEX_LINUX)
+  // The futex word: std::atomic<int> is an int in memory on every Linux ABI (checked below).
+  int* word() noexcept {
+    return reinterpret_cast<int*>(&state_);
+  }
+  static_assert(sizeof(std::atomic<int>) == sizeof(int) && std::atomic<int>::is_always_lock_free,
+                "futex_mutex: the futex system call needs std::atomic<int> to be a plain int");
+#endif
+
   static constexpr int unlocked = 0;
   static constexpr int locked = 1;    // no waiter
   static constexpr int contended = 2; // maybe waiters
   std::atomic<int> state_{unlocked};
+#if defined(ASIO_WHEEL_FUTEX_CONDVAR)
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_;
+#endif
 };
 
 } // namespace asio_wheel::detail
+
+#undef ASIO_WHEEL_FUTEX_ATOMIC_WAIT
+#undef ASIO_WHEEL_FUTEX_LINUX
+#undef ASIO_WHEEL_FUTEX_CONDVAR
 
 #endif // ASIO_WHEEL_DETAIL_FUTEX_MUTEX_HPP

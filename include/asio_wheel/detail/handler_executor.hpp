@@ -30,6 +30,21 @@
 
 namespace asio_wheel::detail {
 
+// Detection traits (C++17 has no requires-expressions).
+template <typename Executor, typename = void>
+struct has_context_member : std::false_type {}; // a Networking TS executor's context()
+template <typename Executor>
+struct has_context_member<Executor,
+                          std::void_t<decltype(std::declval<const Executor&>().context())>>
+    : std::true_type {};
+
+template <typename Executor, typename = void>
+struct has_inner_executor : std::false_type {}; // a strand's get_inner_executor()
+template <typename Executor>
+struct has_inner_executor<
+    Executor, std::void_t<decltype(std::declval<const Executor&>().get_inner_executor())>>
+    : std::true_type {};
+
 // The home of one wheel service: the executor that the alarm's handler, the drains and the
 // continuations run on, chosen once, at the context's first wait (or the first is_home()
 // question), as the context's own plain executor: Asio's timer service completes on its
@@ -168,7 +183,7 @@ private:
                             asio::strand<pool_tracked>, asio::strand<asio::any_io_executor>>(ex);
     } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value) {
       return kind_of_context(asio::query(ex, asio::execution::context));
-    } else if constexpr (requires { ex.context(); }) {
+    } else if constexpr (has_context_member<Executor>::value) {
       return kind_of_context(ex.context()); // a Networking TS executor (io_context::strand)
     } else {
       return {}; // use_future's executor, for one, has no context
@@ -185,7 +200,7 @@ private:
   template <typename Target>
   context_kind kind_of_target_if(const asio::any_io_executor& ex) noexcept {
     if (const Target* target = target_if<Target>(ex)) {
-      if constexpr (requires { target->get_inner_executor(); })
+      if constexpr (has_inner_executor<Target>::value)
         return kind_of(target->get_inner_executor());
       else
         return kind_of(*target);

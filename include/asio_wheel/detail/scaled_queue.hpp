@@ -44,6 +44,7 @@
 // is recursive because a handler destroyed inside a timer operation (a wait that could not
 // be started) may own a timer of the same service, whose destructor leaves its queue.
 
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/node_heap.hpp>
 #include <asio_wheel/detail/saturating_time.hpp>
@@ -103,24 +104,27 @@ public:
     std::lock_guard lock(mutex_);
     queue* q = nullptr;
     if (!shut_) {
-      try {
+      ASIO_WHEEL_TRY {
         q = find_or_create(r.max - r.min, ex);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         q = nullptr; // no memory for a queue: parked only, late under pressure
       }
     }
     std::forward<ArmParked>(arm_parked)();
     if (q == nullptr)
       return;
-    try {
+    ASIO_WHEEL_TRY {
       q->heap.push(w, min_at);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       return; // no memory for the queue to grow: parked only, as above
     }
-    try {
+    ASIO_WHEEL_TRY {
       // Nothing to do unless `w` is the head, or an earlier arm() failed.
       arm(*q);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       // Parked: it completes at its max at the latest; the next park or change retries.
     }
   }
@@ -207,10 +211,11 @@ private:
   static void disarm(queue& q) noexcept {
     if (!q.armed_at)
       return;
-    try {
+    ASIO_WHEEL_TRY {
       q.timer.cancel();
       q.armed_at.reset();
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       // No memory for the aborted wait: it stays armed, and wakes to find nothing due.
     }
   }
@@ -245,14 +250,15 @@ private:
         break;
       const time_point head_key = q.heap.front_key();
       Waiter& w = static_cast<Waiter&>(q.heap.pop_front());
-      try {
+      ASIO_WHEEL_TRY {
         Waiter::wake(w, now);
-      } catch (...) {
+      }
+      ASIO_WHEEL_CATCH_ALL {
         // No memory to move its wait: it stays first, for the next run (with its key, in
         // the room it just left: no allocation).
         q.heap.push(w, head_key);
         arm(q);
-        throw;
+        ASIO_WHEEL_RETHROW;
       }
     }
     arm(q);
@@ -272,11 +278,12 @@ private:
   void scale_changed() override {
     if (rescale_posted_.exchange(true, std::memory_order_acq_rel))
       return;
-    try {
+    ASIO_WHEEL_TRY {
       asio::post(*ex_, rescale_handler{this});
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       rescale_posted_.store(false, std::memory_order_release);
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
   }
 

@@ -14,6 +14,7 @@
 #include <asio_wheel/virtual_clock.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <new>
 #include <optional>
@@ -69,9 +70,10 @@ public:
       return true;
     }
     timer_->expires_at(driver.scale().time_of(tick)); // no wait pending: cancels nothing
-    try {
+    ASIO_WHEEL_TRY {
       timer_->async_wait(handler);
-    } catch (const std::bad_alloc&) {
+    }
+    ASIO_WHEEL_CATCH(const std::bad_alloc&) {
       return false;
     }
     busy_ = true;
@@ -94,10 +96,10 @@ private:
   // complete at its time, which its handler handles as well. Out of line: rarely needed.
   // (The error_code overload is deprecated, and gone with ASIO_NO_DEPRECATED.)
   [[gnu::noinline]] void cancel() noexcept {
-    try {
+    ASIO_WHEEL_TRY {
       timer_->cancel();
-    } catch (...) {
     }
+    ASIO_WHEEL_CATCH_ALL {}
   }
 
   std::optional<asio::basic_waitable_timer<Clock, WaitTraits, asio::any_io_executor>> timer_;

@@ -18,6 +18,7 @@
 #include <asio_wheel/detail/block_cache.hpp>
 #include <asio_wheel/detail/block_reserve.hpp>
 #include <asio_wheel/detail/completion.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
@@ -181,9 +182,10 @@ public:
       }
       void* block = nullptr;
       if (entry.inline_busy_.load(std::memory_order_relaxed)) {
-        try {
+        ASIO_WHEEL_TRY {
           block = block_cache::allocate(inline_op_size);
-        } catch (...) {
+        }
+        ASIO_WHEEL_CATCH_ALL {
           short_of_memory = true;
           return false;
         }

@@ -65,7 +65,8 @@
 #include <asio_wheel/detail/wheel_geometry.hpp>
 #include <asio_wheel/detail/wheel_node.hpp>
 
-#include <bit>
+#include <asio_wheel/detail/bit_ops.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -103,7 +104,7 @@ public:
   std::size_t level_size(unsigned level) const noexcept {
     std::size_t n = 0;
     for (tick_type bits = occupied_[level]; bits != 0; bits &= bits - 1) {
-      const auto index = static_cast<unsigned>(std::countr_zero(bits));
+      const auto index = static_cast<unsigned>(countr_zero(bits));
       for (const wheel_node* node = slots_[level * slots_per_level + index].first; node != nullptr;
            node = node->next_)
         ++n;
@@ -140,8 +141,8 @@ public:
       return elapsed_; // a slot is being re-filed: due now
     for (unsigned level = 0; level < num_levels; ++level) {
       if (occupied_[level] != 0)
-        return wheel_geometry::slot_start(
-            elapsed_, level, static_cast<unsigned>(std::countr_zero(occupied_[level])));
+        return wheel_geometry::slot_start(elapsed_, level,
+                                          static_cast<unsigned>(countr_zero(occupied_[level])));
     }
     return std::nullopt;
   }
@@ -174,7 +175,7 @@ public:
         ++level;
       if (level == num_levels)
         break;
-      const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+      const auto index = static_cast<unsigned>(countr_zero(occupied_[level]));
       const tick_type start = wheel_geometry::slot_start(elapsed_, level, index);
       if (start > now)
         break;
@@ -218,7 +219,7 @@ public:
     wheel_node** tail = &chain;
     for (unsigned level = 0; level <= top; ++level) {
       while (occupied_[level] != 0) {
-        const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+        const auto index = static_cast<unsigned>(countr_zero(occupied_[level]));
         slot_list& list = slots_[level * slots_per_level + index];
         *tail = list.first;
         tail = &list.last->next_;
@@ -243,7 +244,7 @@ public:
     for (unsigned level = 0; level < num_levels; ++level) {
       if (occupied_[level] != 0)
         return slots_[level * slots_per_level +
-                      static_cast<unsigned>(std::countr_zero(occupied_[level]))]
+                      static_cast<unsigned>(countr_zero(occupied_[level]))]
             .first;
     }
     return nullptr;
@@ -256,7 +257,7 @@ public:
     partial_ = no_slot;
     for (unsigned level = 0; level < num_levels; ++level) {
       while (occupied_[level] != 0) {
-        const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+        const auto index = static_cast<unsigned>(countr_zero(occupied_[level]));
         wheel_node& node = *slots_[level * slots_per_level + index].first;
         remove(node);
         on_remove(node);
@@ -287,7 +288,8 @@ public:
           fail("slot list ends are not its first and last nodes", level, index);
         for (const wheel_node* node = list.first; node != nullptr; node = node->next_) {
           if (++count > size_)
-            throw std::logic_error("timing_wheel: more nodes linked than size, or a cycle");
+            detail::throw_exception(
+                std::logic_error("timing_wheel: more nodes linked than size, or a cycle"));
           if (node->slot_ != slot)
             fail("node records another slot", level, index);
           if (node->next_ != nullptr ? node->next_->prev_ != node : node != list.last)
@@ -305,10 +307,11 @@ public:
       }
     }
     if (partial_ != no_slot && (partial_ < slots_per_level || slots_[partial_].first == nullptr))
-      throw std::logic_error("timing_wheel: the slot being re-filed is not an occupied upper slot");
+      detail::throw_exception(
+          std::logic_error("timing_wheel: the slot being re-filed is not an occupied upper slot"));
     if (count != size_)
-      throw std::logic_error("timing_wheel: size " + std::to_string(size_) + " but " +
-                             std::to_string(count) + " nodes linked");
+      detail::throw_exception(std::logic_error("timing_wheel: size " + std::to_string(size_) +
+                                               " but " + std::to_string(count) + " nodes linked"));
   }
 
 private:
@@ -379,8 +382,9 @@ private:
   }
 
   [[noreturn]] static void fail(const char* what, unsigned level, unsigned index) {
-    throw std::logic_error(std::string("timing_wheel: ") + what + " (level " +
-                           std::to_string(level) + ", slot " + std::to_string(index) + ")");
+    detail::throw_exception(std::logic_error(std::string("timing_wheel: ") + what + " (level " +
+                                             std::to_string(level) + ", slot " +
+                                             std::to_string(index) + ")"));
   }
 
   static constexpr unsigned no_slot = num_levels * slots_per_level;

@@ -12,6 +12,7 @@
 #include <asio_wheel/detail/block_cache.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -202,12 +203,13 @@ public:
   static wait_handler_op* create(H&& handler, Args&&... completion_args) {
     allocator_type alloc(asio::get_associated_allocator(handler, block_cache_allocator<void>()));
     wait_handler_op* p = std::allocator_traits<allocator_type>::allocate(alloc, 1);
-    try {
+    ASIO_WHEEL_TRY {
       return ::new (static_cast<void*>(p))
           wait_handler_op(alloc, std::forward<H>(handler), std::forward<Args>(completion_args)...);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       std::allocator_traits<allocator_type>::deallocate(alloc, p, 1);
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
   }
 
@@ -258,10 +260,11 @@ private:
       } else {
         op_ptr p(self); // if a move throws, frees the operation, handler and all
         if (what == action::destroy) {
-          try {
+          ASIO_WHEEL_TRY {
             [[maybe_unused]] Handler handler(std::move(self->handler_));
             p.reset();
-          } catch (...) {
+          }
+          ASIO_WHEEL_CATCH_ALL {
             // The handler is destroyed in place instead, which is all that was asked.
           }
           return nullptr;

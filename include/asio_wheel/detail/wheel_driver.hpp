@@ -14,6 +14,7 @@
 // with it (its alarm an Asio timer), heartbeat_group its members (its alarm a wheel timer).
 // It starts no wait itself: its owner arms its alarm when armed_for() says so.
 
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 
@@ -79,13 +80,15 @@ public:
   // owner of several wheels (the shards of a service), which checks before it changes any.
   static void check_tick(duration tick, duration current, bool fixed) {
     if (tick <= duration::zero() || tick > max_tick)
-      throw std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
-                                  " ns; the tick must be positive and at most 60 s (default 1 ms)");
+      detail::throw_exception(
+          std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
+                                " ns; the tick must be positive and at most 60 s (default 1 ms)"));
     if (tick != current && fixed)
-      throw std::logic_error("asio_wheel: the tick of a context can only be changed before its "
-                             "first wait (it is " +
-                             std::to_string(to_ns(current)) +
-                             " ns); call set_tick() right after creating the io_context");
+      detail::throw_exception(
+          std::logic_error("asio_wheel: the tick of a context can only be changed before its "
+                           "first wait (it is " +
+                           std::to_string(to_ns(current)) +
+                           " ns); call set_tick() right after creating the io_context"));
   }
 
   const tick_scale<Clock>& scale() const noexcept { return scale_; }

@@ -29,7 +29,7 @@
 // Kept apart so that the placement rule and the slot bounds, on which the wheel's order and
 // its never-early rule rest, read on their own, without the lists around them.
 
-#include <bit>
+#include <asio_wheel/detail/bit_ops.hpp>
 #include <cstdint>
 
 namespace asio_wheel::detail {
@@ -54,7 +54,7 @@ struct wheel_geometry {
   static constexpr unsigned level_of(tick_type a, tick_type b) noexcept {
     // `| mask` maps a == b (and any difference in digit 0 alone) to level 0.
     const tick_type differ = (a ^ b) | (slots_per_level - 1);
-    return static_cast<unsigned>(63 - std::countl_zero(differ)) / slot_bits;
+    return static_cast<unsigned>(63 - countl_zero(differ)) / slot_bits;
   }
 
   // First tick of slot `index` of `level` in the revolution of that level that holds `now`.

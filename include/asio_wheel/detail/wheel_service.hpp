@@ -32,6 +32,7 @@
 #include <asio_wheel/wheel_statistics.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -54,7 +55,7 @@ public:
 
   static_assert(std::is_integral_v<typename duration::rep> && sizeof(typename duration::rep) <= 8,
                 "asio_wheel: the clock's duration must have an integral representation of at "
-                "most 64 bits");
+                "most 64 bits (libc++'s std::chrono::file_clock has a 128-bit one)");
 
   inline static asio::execution_context::id id;
 
@@ -82,13 +83,14 @@ public:
     for_each_shard([](shard_type& s) { s.mutex().lock(); });
     bool fixed = false;
     for_each_shard([&](shard_type& s) { fixed = fixed || s.tick_fixed(); });
-    try {
+    ASIO_WHEEL_TRY {
       wheel_driver<Clock>::check_tick(tick, tick_, fixed);
       for_each_shard([&](shard_type& s) { s.set_tick(tick); }); // empty wheels: no throw
       tick_ = tick;
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       for_each_shard([](shard_type& s) { s.mutex().unlock(); });
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
     for_each_shard([](shard_type& s) { s.mutex().unlock(); });
   }

@@ -35,6 +35,7 @@
 #include <asio_wheel/wheel_statistics.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -104,12 +105,13 @@ public:
     // in): by unwinding, or at the end of the block. A lock_guard, not a unique_lock, whose
     // owns flag the compiler kept testing.
     bool started = false;
-    try {
+    ASIO_WHEEL_TRY {
       std::lock_guard lock(mutex_);
       started = start_wait(entry, op, expiry, slot_handler, io_ex, ex);
-    } catch (...) {
+    }
+    ASIO_WHEEL_CATCH_ALL {
       discard(entry, op);
-      throw;
+      ASIO_WHEEL_RETHROW;
     }
     if (!started)
       discard(entry, op);

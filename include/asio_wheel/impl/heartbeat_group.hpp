@@ -14,6 +14,7 @@
 // may come first. The definitions are declared inline, as they were in the class body, so
 // that the compiler weighs them for inlining as before.
 
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
 
 #include <algorithm>
@@ -69,21 +70,25 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::checked(const op
   const range& p = opts.ping_after;
   const range& d = opts.drop_after;
   if (p.min < duration::zero() || d.min < duration::zero())
-    throw std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
-                                "drop_after (a zero ping_after means no ping); a threshold "
-                                "is negative");
+    detail::throw_exception(
+        std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
+                              "drop_after (a zero ping_after means no ping); a threshold "
+                              "is negative"));
   if (p.min > p.max || d.min > d.max)
-    throw std::invalid_argument("asio_wheel::heartbeat_group: a threshold range {min, max} "
-                                "needs min <= max (a plain duration is {d, d})");
+    detail::throw_exception(
+        std::invalid_argument("asio_wheel::heartbeat_group: a threshold range {min, max} "
+                              "needs min <= max (a plain duration is {d, d})"));
   if (p.min == duration::zero() && p.max != duration::zero())
-    throw std::invalid_argument("asio_wheel::heartbeat_group: ping_after {0, max} would ping "
-                                "at once under full pressure; its minimum must be positive "
-                                "(or {0, 0}: no ping)");
+    detail::throw_exception(
+        std::invalid_argument("asio_wheel::heartbeat_group: ping_after {0, max} would ping "
+                              "at once under full pressure; its minimum must be positive "
+                              "(or {0, 0}: no ping)"));
   if (d.min <= p.min || d.max <= p.max)
-    throw std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
-                                "drop_after (a zero ping_after means no ping); for ranges, "
-                                "both ping_after.min < drop_after.min and ping_after.max < "
-                                "drop_after.max");
+    detail::throw_exception(
+        std::invalid_argument("asio_wheel::heartbeat_group: need 0 <= ping_after < "
+                              "drop_after (a zero ping_after means no ping); for ranges, "
+                              "both ping_after.min < drop_after.min and ping_after.max < "
+                              "drop_after.max"));
   return opts;
 }
 
@@ -91,7 +96,8 @@ template <typename Clock, typename WaitTraits, typename Executor>
 inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::checked(event_handler on_event)
     -> event_handler {
   if (!on_event)
-    throw std::invalid_argument("asio_wheel::heartbeat_group: the event handler is empty");
+    detail::throw_exception(
+        std::invalid_argument("asio_wheel::heartbeat_group: the event handler is empty"));
   return on_event;
 }
 
@@ -133,10 +139,11 @@ template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::disarm() noexcept {
   if (!driver_.armed())
     return;
-  try {
+  ASIO_WHEEL_TRY {
     timer_.cancel();
     driver_.disarm();
-  } catch (...) {
+  }
+  ASIO_WHEEL_CATCH_ALL {
     // No memory for the aborted wait: it stays armed and wakes to find nothing due.
   }
 }
@@ -174,11 +181,12 @@ template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::scale_changed() {
   if (rescale_posted_.exchange(true, std::memory_order_acq_rel))
     return;
-  try {
+  ASIO_WHEEL_TRY {
     asio::post(ex_, rescale_handler{anchor_});
-  } catch (...) {
+  }
+  ASIO_WHEEL_CATCH_ALL {
     rescale_posted_.store(false, std::memory_order_release);
-    throw;
+    ASIO_WHEEL_RETHROW;
   }
 }
 
@@ -206,14 +214,15 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::run() {
   // The event handler may destroy the group: `still` tells, and outlives it.
   const std::shared_ptr<anchor> still = anchor_;
   delivering_ = true;
-  try {
+  ASIO_WHEEL_TRY {
     deliver(*still);
-  } catch (...) {
+  }
+  ASIO_WHEEL_CATCH_ALL {
     if (still->group != nullptr) {
       delivering_ = false;
       arm();
     }
-    throw;
+    ASIO_WHEEL_RETHROW;
   }
   if (still->group != nullptr) {
     delivering_ = false;
@@ -239,9 +248,10 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
     driver_.wheel().insert(m, std::max(driver_.scale().ceil(min_at), now_tick + 1));
     return;
   }
-  try {
+  ASIO_WHEEL_TRY {
     queues_.push(q, m, min_at);
-  } catch (...) {
+  }
+  ASIO_WHEEL_CATCH_ALL {
     const time_point max_at = detail::saturating_add(last, r.max);
     driver_.wheel().insert(m, std::max(driver_.scale().ceil(max_at), now_tick + 1));
   }

@@ -16,6 +16,7 @@
 // of wheel_shard.hpp, and includes it, so that it compiles alone.
 
 #include <asio_wheel/detail/wheel_shard.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 namespace asio_wheel::detail {
 
@@ -98,7 +99,7 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
   wait_op* const list = batch.finish();
   bool failed = short_of_memory;
   std::exception_ptr error;
-  try {
+  ASIO_WHEEL_TRY {
     if (!done) {
       queue_.counters().budget_turns += !short_of_memory;
       // Give the context's other handlers a turn before the rest of the backlog.
@@ -113,7 +114,8 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
       // wait outstanding on Asio's timer would keep run() from returning until then.
       alarm_.disarm(queue_.driver());
     }
-  } catch (...) {
+  }
+  ASIO_WHEEL_CATCH_ALL {
     // Only on a context that is neither an io_context nor a thread pool: posting failed.
     error = std::current_exception();
   }
@@ -122,7 +124,7 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
   if (error)
     std::rethrow_exception(error);
   if (failed)
-    throw std::bad_alloc();
+    detail::throw_exception(std::bad_alloc());
 }
 
 template <typename Clock, typename WaitTraits>
