@@ -27,7 +27,6 @@
 #include <asio_wheel/detail/op_cancellation.hpp>
 #include <asio_wheel/detail/own_memory.hpp>
 #include <asio_wheel/detail/service_alarm.hpp>
-#include <asio_wheel/detail/thread_shard.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/timer_queue.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
@@ -299,26 +298,8 @@ private:
   // Queues the drain unless one is. Throws only on a context other than an io_context or a
   // thread pool (see service_home::post): callers post it before they change anything.
   void post_drain() {
-    if (shutdown_)
-      return;
-    if (!drain_.queued())
+    if (!drain_.queued() && !shutdown_)
       post_drain_now();
-    else if (looping_on_ != nullptr)
-      post_drain_behind_loop();
-  }
-
-  // A wait decided while a drain completes a batch of its loop (see drain()). From another
-  // thread, the drain's next round takes it: the two threads' handlers have no order. From
-  // the drain's own thread (a handler of the batch cancelled a timer), a drain is posted at
-  // once, as Asio posts an aborted wait, so that it completes after what that handler
-  // posted before and before what it posts after; the loop ends with its batch, and the new
-  // drain takes the queue. The own_post's memory is free: Asio frees an operation's memory
-  // before it calls the handler.
-  [[gnu::noinline]] void post_drain_behind_loop() {
-    if (looping_on_ != &this_thread_shard)
-      return;
-    drain_.post(home_, this); // still queued: now by the new drain
-    looping_on_ = nullptr;    // the loop sees it was superseded
   }
 
   // Out of line: it is rarely needed, and would weigh on the callers' inlining.
@@ -364,18 +345,8 @@ private:
   void expire(std::unique_lock<futex_mutex>& lock);
 
   // Completes, as one batch, the waits decided outside a turn (aborted, or retargeted into
-  // the past); then, while waits were decided meanwhile, those, up to drain_rounds batches.
-  // On an io_context run by many threads a posted drain is taken at once by another
-  // thread, and each post goes through the context's one scheduler queue: a drain that
-  // ended with its batch would be posted again by the next cancel, one post for every few
-  // waits (threads_bench: the shared layout stayed at one thread's speed, whatever the
-  // threads). A drain that stays queued while it completes gathers them instead.
+  // the past).
   void drain();
-  static constexpr unsigned drain_rounds = 64;
-
-  // A drain cut short in one of its rounds: no longer queued, and posted again if waits
-  // are left. Without the lock.
-  void end_drain() noexcept;
 
   // Completes a batch (see complete_batch): what a stop() or a throwing handler leaves goes
   // back to the front of the ready queue, with a drain posted.
@@ -389,9 +360,6 @@ private:
   timer_queue<Clock> queue_;
   // The drain, and the continuation of an expiry turn: at most one of each is queued.
   own_post<wheel_shard, &wheel_shard::drain> drain_;
-  // While a drain completes a batch that is not its last round (see drain()): its thread,
-  // as the address of that thread's this_thread_shard; else null.
-  const void* looping_on_ = nullptr;
   own_post<wheel_shard, &wheel_shard::resume> continuation_;
   bool shutdown_ = false;
   block_reserve reserve_;

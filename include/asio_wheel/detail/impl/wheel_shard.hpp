@@ -129,60 +129,16 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
 
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::drain() {
-  for (unsigned round = 1;; ++round) {
-    wait_op* list = nullptr;
-    bool last = false;
-    {
-      std::lock_guard lock(mutex_);
-      std::uint64_t count = 0;
-      list = queue_.ready().take(count);
-      last = list == nullptr || round == drain_rounds;
-      if (last)
-        drain_.ran();
-      looping_on_ = last ? nullptr : &this_thread_shard;
-      reserve_.refill();
-      queue_.counters().batch(count);
-    }
-    if (last) {
-      complete(list);
-      return;
-    }
-    // Not the last round: the drain stays queued while it completes this batch, so that the
-    // waits other threads decide meanwhile wait for its next round rather than post another
-    // drain (see post_drain_behind_loop for this thread's). A batch cut short (stop(), or a
-    // throw) puts its rest back at the front and ends the drain, which posts another if
-    // anything is queued: nothing is lost.
-    struct end_on_exit {
-      wheel_shard& shard;
-      bool armed = true;
-      ~end_on_exit() {
-        if (armed)
-          shard.end_drain();
-      }
-    } guard{*this};
-    complete_batch(list, home_, [this](wait_op* rest) {
-      std::lock_guard lock(mutex_);
-      queue_.ready().push_front(rest);
-    });
-    asio::io_context* const io = home_.io_context();
-    if (io != nullptr && io->stopped())
-      return; // the guard ends the drain: its next round waits for the next run()
-    guard.armed = false;
+  wait_op* list = nullptr;
+  {
     std::lock_guard lock(mutex_);
-    if (looping_on_ != &this_thread_shard)
-      return; // superseded by a drain posted from this batch: that one takes the queue
+    std::uint64_t count = 0;
+    list = queue_.ready().take(count);
+    drain_.ran();
+    reserve_.refill();
+    queue_.counters().batch(count);
   }
-}
-
-template <typename Clock, typename WaitTraits>
-void wheel_shard<Clock, WaitTraits>::end_drain() noexcept {
-  std::lock_guard lock(mutex_);
-  if (looping_on_ != &this_thread_shard)
-    return; // superseded: the drain posted since is queued, and takes the queue
-  looping_on_ = nullptr;
-  drain_.ran();
-  if (!queue_.ready().empty())
-    post_drain(); // on an io_context or a thread pool, cannot throw
+  complete(list);
 }
 
 template <typename Clock, typename WaitTraits>
