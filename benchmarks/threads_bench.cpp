@@ -133,7 +133,9 @@ options parse(int argc, char** argv) {
 // (every re-arm of steady and wheel aborts one) are not counted.
 thread_local std::uint64_t handlers_here = 0;
 
-void count(const asio::error_code& ec) { handlers_here += !ec; }
+void count(const asio::error_code& ec) {
+  handlers_here += !ec;
+}
 
 // The timer calls of each kind: arm a fresh connection, re-arm a pending one, arm for an
 // instant (fire phase).

@@ -56,8 +56,8 @@ TEST_CASE("node_heap: least key first, first in first out among equal keys, any 
       if (roll < 5 && !x.is_linked()) {
         clock += static_cast<std::int64_t>(rng() % 3);
         // Keys before the clock: a waiter that joined late. Negative keys too.
-        const std::int64_t key = rng() % 3 == 0 ? clock - static_cast<std::int64_t>(rng() % 500)
-                                                : clock - 250;
+        const std::int64_t key =
+            rng() % 3 == 0 ? clock - static_cast<std::int64_t>(rng() % 500) : clock - 250;
         heap.push(x, key);
         where[x.id] = {key, pushes};
         model.insert({{key, pushes}, x.id});

@@ -66,7 +66,9 @@ auto recorder(wait_record& r, const Timer& t) {
 }
 
 // Runs `f` on a new thread (so on a shard no earlier step used, for a wheel) and joins it.
-void on_new_thread(const std::function<void()>& f) { std::thread(f).join(); }
+void on_new_thread(const std::function<void()>& f) {
+  std::thread(f).join();
+}
 
 // Waits (polling, bounded) until `done` holds.
 template <class Pred>

@@ -278,8 +278,8 @@ struct seconds_clock {
   using time_point = std::chrono::time_point<seconds_clock>;
   static constexpr bool is_steady = false;
   static time_point now() {
-    return time_point(std::chrono::duration_cast<duration>(
-        std::chrono::system_clock::now().time_since_epoch()));
+    return time_point(
+        std::chrono::duration_cast<duration>(std::chrono::system_clock::now().time_since_epoch()));
   }
 };
 } // namespace

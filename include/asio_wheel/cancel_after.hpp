@@ -59,9 +59,9 @@
 // Asio's by argument-dependent lookup, and is ambiguous if asio_wheel's is visible too (a
 // using-declaration does not prevent that; only qualification does).
 
-#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/block_cache.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
@@ -145,8 +145,7 @@ struct timer_deadline {
       ASIO_WHEEL_TRY {
         timer_->cancel();
       }
-      ASIO_WHEEL_CATCH_ALL {
-      }
+      ASIO_WHEEL_CATCH_ALL {}
     }
 
   private:
@@ -633,8 +632,7 @@ public:
 
   // Only where the initiation has one (a template, for C++17's SFINAE in place of a
   // requires-clause).
-  template <typename I = Initiation,
-            typename = decltype(std::declval<const I&>().get_executor())>
+  template <typename I = Initiation, typename = decltype(std::declval<const I&>().get_executor())>
   auto get_executor() const noexcept {
     return initiation_.get_executor();
   }

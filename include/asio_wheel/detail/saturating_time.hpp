@@ -37,7 +37,8 @@ std::chrono::nanoseconds saturating_ns_until(const TimePoint& from, const TimePo
   if (!(from < to))
     return ns::zero();
   using period = std::ratio_divide<typename TimePoint::period, std::nano>;
-  static_assert(std::is_integral_v<typename TimePoint::rep> && sizeof(typename TimePoint::rep) <= 8);
+  static_assert(std::is_integral_v<typename TimePoint::rep> &&
+                sizeof(typename TimePoint::rep) <= 8);
   const std::uint64_t diff = static_cast<std::uint64_t>(to.time_since_epoch().count()) -
                              static_cast<std::uint64_t>(from.time_since_epoch().count());
   constexpr auto max = static_cast<std::uint64_t>((ns::max)().count());

@@ -44,8 +44,8 @@
 // is recursive because a handler destroyed inside a timer operation (a wait that could not
 // be started) may own a timer of the same service, whose destructor leaves its queue.
 
-#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/detail/node_heap.hpp>
 #include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>

@@ -210,7 +210,6 @@ public:
   void destroy_for_shutdown();
 
 private:
-
   // --- Everything below runs with mutex_ held, unless it says otherwise. ---
 
   // Links `op`, built for `entry`, as a wait for `expiry`; false after shutdown (the caller

@@ -15,8 +15,8 @@
 // so that the class reads as the shard's interface and its hot path; included at the bottom
 // of wheel_shard.hpp, and includes it, so that it compiles alone.
 
-#include <asio_wheel/detail/wheel_shard.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
+#include <asio_wheel/detail/wheel_shard.hpp>
 
 namespace asio_wheel::detail {
 
