@@ -138,35 +138,17 @@ void count(const asio::error_code& ec) {
 }
 
 // The timer calls of each kind: arm a fresh connection, re-arm a pending one, arm for an
-// instant (fire phase).
+// instant (fire phase). asio::steady_timer and wheel_timer take the same calls.
 template <typename Timer>
-struct calls;
-
-template <>
-struct calls<asio::steady_timer> {
+struct calls {
   static constexpr bool fires = true;
-  static auto make(asio::io_context& io) { return std::make_unique<asio::steady_timer>(io); }
-  static void arm(asio::steady_timer& t) {
+  static auto make(asio::io_context& io) { return std::make_unique<Timer>(io); }
+  static void arm(Timer& t) {
     t.expires_after(30s);
     t.async_wait(count);
   }
-  static void rearm(asio::steady_timer& t) { arm(t); }
-  static void fire_at(asio::steady_timer& t, clock_type::time_point at) {
-    t.expires_at(at);
-    t.async_wait(count);
-  }
-};
-
-template <>
-struct calls<asio_wheel::wheel_timer> {
-  static constexpr bool fires = true;
-  static auto make(asio::io_context& io) { return std::make_unique<asio_wheel::wheel_timer>(io); }
-  static void arm(asio_wheel::wheel_timer& t) {
-    t.expires_after(30s);
-    t.async_wait(count);
-  }
-  static void rearm(asio_wheel::wheel_timer& t) { arm(t); }
-  static void fire_at(asio_wheel::wheel_timer& t, clock_type::time_point at) {
+  static void rearm(Timer& t) { arm(t); }
+  static void fire_at(Timer& t, clock_type::time_point at) {
     t.expires_at(at);
     t.async_wait(count);
   }
