@@ -156,8 +156,8 @@ private:
   }
 
   struct queue {
-    queue(std::uint16_t id, duration s, const asio::any_io_executor& ex)
-        : heap(id), span(s), timer(ex) {}
+    queue(std::uint16_t heap_id, duration s, const asio::any_io_executor& ex)
+        : heap(heap_id), span(s), timer(ex) {}
     // The timers parked for this span, by their last touch + min.
     node_heap<time_point> heap;
     duration span;
