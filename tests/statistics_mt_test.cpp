@@ -12,8 +12,10 @@
 #include <asio_wheel/statistics.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
+#include <asio/bind_executor.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/strand.hpp>
 
 #include <doctest/doctest.h>
 
@@ -34,6 +36,9 @@ TEST_CASE("snapshots from another thread are consistent while two threads run th
   std::atomic<int> left{timers};
   std::vector<int> count(timers, 0);
   std::vector<std::function<void(const asio::error_code&)>> loops(timers);
+  std::vector<asio::strand<asio::io_context::executor_type>> strands;
+  for (int i = 0; i < timers; ++i)
+    strands.push_back(asio::make_strand(io));
   for (int i = 0; i < timers; ++i) {
     loops[i] = [&, i](const asio::error_code&) {
       // Read once, before the wait starts: its handler may run on the other thread at once.
@@ -43,11 +48,13 @@ TEST_CASE("snapshots from another thread are consistent while two threads run th
         return;
       }
       ts[i]->expires_after(std::chrono::microseconds((i * 37 + n * 11) % 2000));
-      ts[i]->async_wait(loops[i]);
+      // On the timer's strand: its next handler may not run, on the other thread, while this
+      // one still uses the timer (cancel() below); Asio's timers are not thread-safe objects.
+      ts[i]->async_wait(asio::bind_executor(strands[i], loops[i]));
       if (n % 3 == 0)
         ts[i]->cancel(); // an aborted wait, then the loop goes on from its handler
     };
-    asio::post(io, [&, i] { loops[i](asio::error_code{}); });
+    asio::post(strands[i], [&, i] { loops[i](asio::error_code{}); });
   }
   auto work = asio::make_work_guard(io);
   std::thread a([&] { io.run(); }), b([&] { io.run(); });
