@@ -39,7 +39,11 @@
 //
 // Flags: --tb_threads=1,2,4 (thread counts), --tb_n=1000000 (connections), --tb_seconds=1,
 // --tb_rounds=3, --tb_fire_ms=0 (0: no fire phase; else the delay before the instant,
-// which must outlast arming N waits), --tb_impls=steady,wheel,idle.
+// which must outlast arming N waits), --tb_impls=steady,wheel,idle,
+// --tb_layouts=shared,per-thread (one of them alone: to profile it), --tb_in_handlers=0
+// (1: each thread's batches run as a chain of handlers on the context, each batch queueing
+// the next, as a server re-arms inside its read handlers; on the shared context any thread
+// runs any chain's next batch, and a timer is re-armed from whatever thread runs it).
 
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/wheel_timer.hpp>
@@ -75,6 +79,8 @@ struct options {
   unsigned rounds = 3;
   unsigned fire_ms = 0;
   std::vector<std::string> impls{"steady", "wheel", "idle"};
+  std::vector<std::string> layouts{"shared", "per-thread"};
+  bool in_handlers = false;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -113,10 +119,15 @@ options parse(int argc, char** argv) {
       o.fire_ms = static_cast<unsigned>(std::stoul(v));
     } else if ((v = value("--tb_impls="))) {
       o.impls = split(v);
+    } else if ((v = value("--tb_layouts="))) {
+      o.layouts = split(v);
+    } else if ((v = value("--tb_in_handlers="))) {
+      o.in_handlers = std::string(v) == "1" || std::string(v) == "true";
     } else {
       std::fprintf(stderr,
                    "threads_bench: unknown argument '%s'; flags: --tb_threads=1,2,4 --tb_n=N "
-                   "--tb_seconds=S --tb_rounds=R --tb_fire_ms=MS --tb_impls=steady,wheel,idle\n",
+                   "--tb_seconds=S --tb_rounds=R --tb_fire_ms=MS --tb_impls=steady,wheel,idle "
+                   "--tb_layouts=shared,per-thread --tb_in_handlers=0|1\n",
                    argv[i]);
       std::exit(2);
     }
@@ -202,14 +213,42 @@ result measure(const options& o, unsigned threads, bool shared) {
     sync.arrive_and_wait(); // go
     std::uint64_t done = 0;
     std::size_t next = 0;
-    while (!stop.load(std::memory_order_relaxed)) {
+    auto batch = [&] {
       for (int k = 0; k < 256; ++k) {
         calls<Timer>::rearm(*own[next]);
         if (++next == own.size())
           next = 0;
       }
       done += 256;
-      io.poll();
+    };
+    if (!o.in_handlers) {
+      while (!stop.load(std::memory_order_relaxed)) {
+        batch();
+        io.poll();
+      }
+    } else {
+      // This thread's connections as a chain of handlers, each a batch that queues the
+      // next: on the shared context any thread runs it, as a connection's read handler.
+      // `done` and `next` are the chain's: one of its handlers runs at a time.
+      struct link {
+        asio::io_context& io;
+        decltype(batch)& run;
+        std::atomic<bool>& stop;
+        std::atomic<bool>& ended;
+        void operator()() const {
+          if (stop.load(std::memory_order_relaxed)) {
+            ended.store(true, std::memory_order_release);
+            return;
+          }
+          run();
+          asio::post(io, *this);
+        }
+      };
+      std::atomic<bool> ended{false};
+      asio::post(io, link{io, batch, stop, ended});
+      // The waits keep the context busy: run it a slice at a time until the chain ends.
+      while (!ended.load(std::memory_order_acquire))
+        io.run_one_for(1ms);
     }
     rearms[me] = done;
     sync.arrive_and_wait(); // stopped
@@ -289,6 +328,8 @@ result run_one(const options& o, const std::string& impl, unsigned threads, bool
 }
 
 double median(std::vector<double> v) {
+  if (v.empty())
+    return 0; // a layout not run (--tb_layouts): its ratios print as inf or nan
   std::sort(v.begin(), v.end());
   const std::size_t m = v.size() / 2;
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
@@ -299,9 +340,9 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
   std::printf("threads_bench: N=%zu connections, %.2f s per measurement, %u rounds, "
-              "hardware threads %u, fire phase %s\n",
+              "hardware threads %u, fire phase %s, re-arms %s\n",
               o.n, o.seconds, o.rounds, std::thread::hardware_concurrency(),
-              o.fire_ms ? "on" : "off");
+              o.fire_ms ? "on" : "off", o.in_handlers ? "in handlers" : "in a loop");
   // key: impl, layout, threads
   std::map<std::string, std::vector<result>> runs;
   auto key = [](const std::string& impl, bool shared, unsigned t) {
@@ -311,6 +352,9 @@ int main(int argc, char** argv) {
     for (unsigned t : o.threads) {
       for (int layout = 0; layout < 2; ++layout) {
         const bool shared = (layout + round) % 2 == 0; // alternate which layout goes first
+        if (std::find(o.layouts.begin(), o.layouts.end(), shared ? "shared" : "per-thread") ==
+            o.layouts.end())
+          continue;
         for (std::size_t i = 0; i < o.impls.size(); ++i) {
           const std::string& impl = o.impls[(i + round) % o.impls.size()];
           const result r = run_one(o, impl, t, shared);

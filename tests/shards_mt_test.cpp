@@ -248,3 +248,71 @@ TEST_CASE_TEMPLATE("shards: an idle timer waits anew from another thread; statis
     CHECK(s.waits_pending() == 0);
   }
 }
+
+// A handler's aborts are completed when it returns (the drain is deferred: one batch, on
+// its thread), but nothing of another thread's waits for it, as nothing does for
+// asio::steady_timer: an abort made by another thread's handler (below), and a wait that
+// comes due behind the handler's own abort of its timer (next case), complete while the
+// handler still runs. The handler waits for them (bounded): held behind it, they would not
+// come until it returned.
+TEST_CASE_TEMPLATE("shards: a handler that aborts a wait holds back no abort by another "
+                   "thread in the same shard",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc(2);
+  runner_threads runners(ioc, 2, 20s);
+  Timer held(ioc), other(ioc);
+  wait_record held_wait, other_wait;
+  // Both filed in this thread's shard.
+  held.expires_after(10s);
+  held.async_wait(recorder(held_wait, held));
+  other.expires_after(10s);
+  other.async_wait(recorder(other_wait, other));
+  std::atomic<bool> aborted{false};
+  bool saw_other = false;
+  asio::post(ioc, [&] {
+    held.cancel();
+    aborted = true;
+    saw_other = eventually([&] { return other_wait.calls.load() == 1; }, 4s);
+  });
+  CHECK(eventually([&] { return aborted.load(); }));
+  asio::post(ioc, [&] { other.cancel(); }); // on the other thread: the first is busy
+  CHECK(eventually([&] { return held_wait.calls.load() == 1; }, 15s));
+  CHECK(runners.join());
+  CHECK(saw_other);
+  CHECK(held_wait.aborted == 1);
+  CHECK(other_wait.aborted == 1);
+}
+
+TEST_CASE_TEMPLATE("shards: a handler that aborts a wait and waits again on its timer holds "
+                   "back neither that wait's expiry on another thread nor their order",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc(2);
+  runner_threads runners(ioc, 2, 20s);
+  Timer t(ioc);
+  wait_record first_wait, second_wait;
+  std::atomic<int> tickets{0};
+  std::atomic<int> first_ticket{-1}, second_ticket{-1};
+  t.expires_after(10s);
+  auto first = recorder(first_wait, t);
+  t.async_wait([&, first](const asio::error_code& ec) mutable {
+    first_ticket = tickets++;
+    first(ec);
+  });
+  bool saw_second = false;
+  asio::post(ioc, [&] {
+    t.expires_after(2ms); // aborts the first wait; the second comes due on the other thread
+    auto second = recorder(second_wait, t);
+    t.async_wait([&, second](const asio::error_code& ec) mutable {
+      second_ticket = tickets++;
+      second(ec);
+    });
+    saw_second = eventually([&] { return second_wait.calls.load() == 1; }, 4s);
+  });
+  CHECK(eventually([&] { return first_wait.calls.load() == 1; }, 15s));
+  CHECK(runners.join());
+  CHECK(saw_second);
+  CHECK(first_wait.aborted == 1);
+  CHECK(second_wait.success == 1);
+  CHECK(second_wait.early == 0);
+  CHECK(first_ticket.load() < second_ticket.load()); // a timer's completions in order
+}
