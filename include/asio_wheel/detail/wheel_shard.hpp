@@ -236,9 +236,9 @@ private:
     if (!alarm_.started())
       start(io_ex, ex);
     if (past) {
-      ++queue_.counters().expired_at_start;
       deadline = std::max(deadline, queue_.driver().wheel().now());
       expire_soon(deadline);
+      ++queue_.counters().expired_at_start;
     } else if (!joins) {
       arm_if_earlier(deadline);
     }
