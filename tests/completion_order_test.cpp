@@ -77,26 +77,39 @@ auto log(std::string& out, const char* name) {
   };
 }
 
-// A wait far ahead, started first and then cancelled: the wheel's ticks begin at its first
-// wait, and the waits of a case start half a tick later, so that those armed a few
-// microseconds apart for one duration fall in one tick. (Asio's timer has no ticks.)
+// A context, its log, three timers and the clock, frozen. A wait far ahead (the pilot) starts
+// first: the wheel's ticks begin at its first wait, and the waits of a case start half a
+// tick later, so that those armed a few microseconds apart for one duration fall in one
+// tick. (Asio's timer has no ticks.)
 template <typename Timer>
-struct pilot {
-  Timer timer;
-  explicit pilot(asio::io_context& ioc) : timer(ioc, order_clock::now() + 1h) {
-    timer.async_wait([](const asio::error_code&) {});
+struct same_tick {
+  asio::io_context ioc;
+  std::string out;
+  Timer pilot{ioc};
+  Timer a{ioc}, b{ioc}, c{ioc};
+
+  same_tick() {
+    order_clock::reset(order_clock::time_point(frozen_start), /*running=*/false);
+    pilot.expires_at(order_clock::now() + 1h);
+    pilot.async_wait([](const asio::error_code&) {});
     order_clock::step(std::chrono::microseconds(kTick) / 2);
   }
-  ~pilot() { timer.cancel(); }
-};
+  ~same_tick() { pilot.cancel(); }
 
-// Sets the clock to `frozen_start + at`, and runs `ioc` until `out` reads `want` (or a while).
-std::string run_to(asio::io_context& ioc, order_clock::duration at, const std::string& out,
-                   const std::string& want) {
-  order_clock::set(order_clock::time_point(frozen_start + at));
-  run_until(ioc, [&] { return out == want; });
-  return out;
-}
+  // Arms `t` for `d` from now, logged as `name`, and moves the clock on by kStep.
+  void arm(Timer& t, order_clock::duration d, const char* name) {
+    t.expires_after(d);
+    t.async_wait(log(out, name));
+    order_clock::step(kStep);
+  }
+
+  // Sets the clock to `frozen_start + at`, and runs until `out` reads `want` (or a while).
+  std::string run_to(order_clock::duration at, const std::string& want) {
+    order_clock::set(order_clock::time_point(frozen_start + at));
+    run_until(ioc, [&] { return out == want; });
+    return out;
+  }
+};
 
 } // namespace
 
@@ -105,16 +118,9 @@ TYPE_TO_STRING(wheel_order_timer);
 
 TEST_CASE_TEMPLATE("waits due in one tick complete in the order their timers were armed", Timer,
                    asio_order_timer, wheel_order_timer) {
-  order_clock::reset(order_clock::time_point(frozen_start), /*running=*/false);
-  asio::io_context ioc;
-  std::string out;
-  pilot<Timer> first(ioc);
-  Timer a(ioc), b(ioc), c(ioc);
-  auto arm = [&](Timer& t, order_clock::duration d, const char* name) {
-    t.expires_after(d);
-    t.async_wait(log(out, name));
-    order_clock::step(kStep);
-  };
+  same_tick<Timer> f;
+  Timer &a = f.a, &b = f.b, &c = f.c;
+  const auto arm = [&](Timer& t, order_clock::duration d, const char* name) { f.arm(t, d, name); };
   std::string want;
   SUBCASE("armed one after another") {
     arm(a, 100ms, "A");
@@ -132,7 +138,7 @@ TEST_CASE_TEMPLATE("waits due in one tick complete in the order their timers wer
   SUBCASE("a second wait on a timer joins its first") {
     arm(a, 100ms, "A1");
     arm(b, 100ms, "B");
-    a.async_wait(log(out, "A2"));
+    a.async_wait(log(f.out, "A2"));
     want = "A1 A2 B ";
   }
   SUBCASE("re-armed later once its earlier tick has passed: as armed then") {
@@ -141,7 +147,7 @@ TEST_CASE_TEMPLATE("waits due in one tick complete in the order their timers wer
     arm(a, 10ms, "A1");
     arm(a, 100ms, "A2"); // aborts A1
     order_clock::set(order_clock::time_point(frozen_start + 12ms));
-    run_for(ioc, frozen_still);
+    run_for(f.ioc, frozen_still);
     arm(b, a.expiry() + 10 * kStep - order_clock::now(), "B"); // 10 us after A2: one tick
     want = "A1-aborted A2 B ";
   }
@@ -160,8 +166,8 @@ TEST_CASE_TEMPLATE("waits due in one tick complete in the order their timers wer
     c = std::move(a); // aborts C
     want = "C-aborted A B ";
   }
-  run_for(ioc, frozen_still);
-  CHECK(run_to(ioc, 100ms + 2 * kTick, out, want) == want);
+  run_for(f.ioc, frozen_still);
+  CHECK(f.run_to(100ms + 2 * kTick, want) == want);
 }
 
 // The exception to the order of arming (README "Order of simultaneous expiries", "Lazy
@@ -174,16 +180,9 @@ TEST_CASE_TEMPLATE("waits due in one tick complete in the order their timers wer
 TEST_CASE_TEMPLATE("a timer re-armed later while still filed for an earlier tick is ordered "
                    "when that tick comes",
                    Timer, asio_order_timer, wheel_order_timer) {
-  order_clock::reset(order_clock::time_point(frozen_start), /*running=*/false);
-  asio::io_context ioc;
-  std::string out;
-  pilot<Timer> first(ioc);
-  Timer a(ioc), b(ioc), c(ioc);
-  auto arm = [&](Timer& t, order_clock::duration d, const char* name) {
-    t.expires_after(d);
-    t.async_wait(log(out, name));
-    order_clock::step(kStep);
-  };
+  same_tick<Timer> f;
+  Timer &a = f.a, &b = f.b, &c = f.c;
+  const auto arm = [&](Timer& t, order_clock::duration d, const char* name) { f.arm(t, d, name); };
   arm(a, 50ms, "A1");
   SUBCASE("its wait pending") {
     arm(a, 100ms, "A2"); // aborts A1
@@ -194,11 +193,11 @@ TEST_CASE_TEMPLATE("a timer re-armed later while still filed for an earlier tick
   }
   arm(b, 100ms, "B");
   arm(c, 60ms, "C");
-  run_for(ioc, frozen_still);
-  CHECK(run_to(ioc, 60ms + 2 * kTick, out, "A1-aborted C ") == "A1-aborted C ");
+  run_for(f.ioc, frozen_still);
+  CHECK(f.run_to(60ms + 2 * kTick, "A1-aborted C ") == "A1-aborted C ");
   const std::string want =
       std::is_same_v<Timer, wheel_order_timer> ? "A1-aborted C B A2 " : "A1-aborted C A2 B ";
-  CHECK(run_to(ioc, 100ms + 2 * kTick, out, want) == want);
+  CHECK(f.run_to(100ms + 2 * kTick, want) == want);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +222,18 @@ struct loopback {
   asio::io_context& ioc;
   tcp::acceptor acceptor{ioc, tcp::endpoint(asio::ip::address_v4::loopback(), 0)};
   tcp::socket client{ioc};
+};
+
+// A connected pair of sockets on loopback: `client` writes, `server` reads.
+struct socket_pair {
+  loopback net;
+  tcp::socket& client = net.client;
+  tcp::socket server{net.ioc};
+
+  explicit socket_pair(asio::io_context& ioc) : net{ioc} {
+    client.connect(net.acceptor.local_endpoint());
+    net.acceptor.accept(server);
+  }
 };
 
 } // namespace
@@ -268,10 +279,8 @@ TEST_CASE_TEMPLATE("a wait already expired when started completes after a read f
                    Timer, TIMER_TYPES) {
   asio::io_context ioc(1);
   std::string out;
-  loopback net{ioc};
-  tcp::socket server(ioc);
-  net.client.connect(net.acceptor.local_endpoint());
-  net.acceptor.accept(server);
+  socket_pair net(ioc);
+  tcp::socket& server = net.server;
   Timer near(ioc), t(ioc);
   char byte = 0;
   bool arm_near = false;
@@ -330,10 +339,8 @@ TEST_CASE_TEMPLATE("a wait already expired when started, while a turn is queued,
                    Timer, TIMER_TYPES) {
   asio::io_context ioc(1);
   std::string out;
-  loopback net{ioc};
-  tcp::socket server(ioc);
-  net.client.connect(net.acceptor.local_endpoint());
-  net.acceptor.accept(server);
+  socket_pair net(ioc);
+  tcp::socket& server = net.server;
   // `soon` first: the wheel's alarm is armed for it, and `other` leaves it so.
   Timer soon(ioc, 30ms), late(ioc), other(ioc, kFar);
   soon.async_wait(log(out, "soon"));
