@@ -507,6 +507,34 @@ TEST_SUITE("timing_wheel") {
     }
   }
 
+  TEST_CASE("replace puts a node in another's place: its slot, its order, its deadline") {
+    // Node 3 takes the place of the head, middle or tail of a slot on level 0, 1 and 3; it
+    // expires where that node would have, before the node inserted after it (issue 23: a
+    // moved timer kept its place in Asio's heap, and went behind its tick in the wheel).
+    for (const tick_type deadline : {tick_type{40}, pow64(1) + 7, pow64(3) + 7}) {
+      for (node_id victim = 0; victim < 3; ++victim) {
+        CAPTURE(deadline);
+        CAPTURE(victim);
+        wheel_fixture f(5);
+        for (node_id id = 0; id < 3; ++id)
+          f.insert(id, deadline);
+        f.wheel.replace(f.nodes[victim], f.nodes[3]);
+        f.wheel.check_invariants();
+        CHECK_FALSE(f.nodes[victim].is_linked());
+        CHECK(f.nodes[3].deadline() == deadline);
+        CHECK(f.wheel.size() == 3);
+        f.insert(4, deadline);
+        std::string expected;
+        for (const node_id id : {node_id{0}, node_id{1}, node_id{2}, node_id{4}}) {
+          const node_id fired = id == victim ? node_id{3} : id;
+          expected += (expected.empty() ? "" : " ") + std::to_string(fired) + '@' +
+                      std::to_string(deadline);
+        }
+        CHECK(str(f.advance(max_tick)) == expected);
+      }
+    }
+  }
+
   TEST_CASE("a callback re-arms its own node") {
     wheel_fixture f(1);
     f.insert(0, 7);

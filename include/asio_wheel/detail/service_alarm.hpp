@@ -18,6 +18,7 @@
 
 #include <new>
 #include <optional>
+#include <utility>
 
 namespace asio_wheel::detail {
 
@@ -37,8 +38,12 @@ public:
   // created after the wheel's, and so be destroyed before it).
   void stop() noexcept { timer_.reset(); }
 
-  // The wait's handler runs: its memory is free.
-  void done() noexcept { busy_ = false; }
+  // The wait's handler runs: its memory is free. Returns true if the wait was cancelled
+  // meanwhile to be armed again (see superseded_).
+  bool done() noexcept {
+    busy_ = false;
+    return std::exchange(superseded_, false);
+  }
   own_memory& memory() noexcept { return memory_; }
 
   // Whether arm_if_earlier(driver, tick, ...) would do nothing: the alarm is armed for
@@ -86,8 +91,10 @@ public:
   void disarm(wheel_driver<Clock>& driver) noexcept {
     if (driver.armed()) {
       driver.disarm();
-      if constexpr (!is_virtual_clock<Clock>::value)
+      if constexpr (!is_virtual_clock<Clock>::value) {
+        superseded_ = true;
         cancel();
+      }
     }
   }
 
@@ -106,6 +113,11 @@ private:
   // True while the wait is outstanding: from async_wait() until its handler runs (completed
   // or cancelled).
   bool busy_ = false;
+  // True from cancelling the outstanding wait until its handler runs. That handler is
+  // queued at once, not by the reactor, so it arms the alarm again rather than running a
+  // turn (see wheel_shard::on_alarm). Stays true if the wait had expired already and its
+  // handler was queued: that turn then waits for the reactor's next pass, never lost.
+  bool superseded_ = false;
   own_memory memory_;
 };
 

@@ -95,7 +95,9 @@ public:
   }
 
   // Moves the pending waits of `from` to `to` (a timer being moved). `to` has none and is
-  // not in the wheel. The same filing, the same wanted_: nothing changes for the alarm.
+  // not in the wheel. The same filing, the same wanted_: nothing changes for the alarm, and
+  // `to` takes from's place in its slot, so that it completes among the waits of its tick
+  // in the order `from` was armed (as Asio's moved timer keeps its place in the heap).
   void move(timer_entry& to, timer_entry& from) noexcept {
     to.shard_ = from.shard_; // the waits stay in their shard, and this queue is its
     if (ready_.holds_wait_of(from))
@@ -106,10 +108,9 @@ public:
       return;
     }
     move_waits(to, from);
-    const tick_type filed = from.deadline();
-    unfile(from);
     to.filed_.store(true, std::memory_order_relaxed);
-    driver_.wheel().insert(to, filed);
+    driver_.wheel().replace(from, to);
+    from.filed_.store(false, std::memory_order_release); // see unfile()
   }
 
   // Some entry of the wheel, or null: for shutdown, which takes them one at a time.
@@ -211,8 +212,9 @@ public:
       s.timers_per_level[level] = driver_.wheel().level_size(level);
     if (live_ != 0) {
       // Armed: the alarm. Not armed with waits pending, the driver is on its way: a turn is
-      // queued (a wait due when it started) or the alarm is being re-armed earlier; it
-      // wakes for the wheel's next expiry (zero if overdue), never later.
+      // queued (a continuation, or on a virtual clock a wait due when it started) or the
+      // alarm is being re-armed earlier; it wakes for the wheel's next expiry (zero if
+      // overdue), never later.
       const auto now = Clock::now();
       if (driver_.armed())
         s.next_expiry = saturating_ns_until(now, driver_.alarm_time());

@@ -130,6 +130,22 @@ public:
       partial_ = no_slot;
   }
 
+  // Puts `by` where `node` is (its slot, its place in the slot's list, its deadline) and
+  // unlinks `node`: for an entry whose owner moves, which keeps its place among the entries
+  // of its tick (first in, first out). Precondition: `node` is linked in this wheel, `by` is
+  // not linked.
+  void replace(wheel_node& node, wheel_node& by) noexcept {
+    assert(node.is_linked() && !by.is_linked());
+    slot_list& list = slots_[node.slot_];
+    by.next_ = node.next_;
+    by.prev_ = node.prev_;
+    by.deadline_ = node.deadline_;
+    by.slot_ = node.slot_;
+    (by.prev_ != nullptr ? by.prev_->next_ : list.first) = &by;
+    (by.next_ != nullptr ? by.next_->prev_ : list.last) = &by;
+    node.slot_ = wheel_node::unlinked;
+  }
+
   // At most `limit` entries re-filed per advance() call (default: no limit).
   void set_cascade_limit(std::size_t limit) noexcept { cascade_limit_ = limit == 0 ? 1 : limit; }
 

@@ -223,9 +223,9 @@ private:
       return false;
     ++queue_.counters().started;
     // Already in the wheel for the same expiry: the wait joins the others. Otherwise, an
-    // expiry that has passed is filed at the wheel's current tick, due, and an expiry turn is
-    // queued for it instead of the alarm: like Asio's timer queue, which keeps such a wait
-    // until the reactor's next pass, the wait stays on its timer until that turn, so a
+    // expiry that has passed is filed at the wheel's current tick, due, and the alarm is
+    // armed for that tick (see expire_soon): like Asio's timer queue, which keeps such a
+    // wait until the reactor's next pass, the wait stays on its timer until that turn, so a
     // cancel() or expires_*() before it still aborts it. Filed at the wheel's time, not its
     // own deadline, so that the lateness statistics count only the wheel's delay.
     const bool joins = entry.head_ != nullptr;
@@ -237,9 +237,9 @@ private:
     if (!alarm_.started())
       start(io_ex, ex);
     if (past) {
-      post_continuation();
-      ++queue_.counters().expired_at_start;
       deadline = std::max(deadline, queue_.driver().wheel().now());
+      expire_soon(deadline);
+      ++queue_.counters().expired_at_start;
     } else if (!joins) {
       arm_if_earlier(deadline);
     }
@@ -284,6 +284,19 @@ private:
     if (alarm_.settled(queue_.driver(), tick))
       return true;
     return arm_alarm(tick);
+  }
+
+  // A turn for `tick`, which has passed (a wait due when it starts): from the alarm, armed
+  // for it, so that Asio's reactor runs the turn in its next pass, after the I/O it finds
+  // ready there, as it completes its own timers that have expired (a turn posted at once
+  // ran before them). An alarm armed for any tick up to the clock's stays: it wakes in that
+  // pass too, or its turn is queued already. A virtual clock has no reactor: the turn is
+  // posted.
+  void expire_soon(tick_type tick) {
+    if constexpr (is_virtual_clock<Clock>::value)
+      post_continuation();
+    else
+      arm_if_earlier(std::max(tick, queue_.driver().scale().floor(Clock::now())));
   }
 
   [[gnu::noinline]] bool arm_alarm(tick_type tick) {
@@ -356,7 +369,9 @@ private:
   // --- Handlers of the service's own, on its home (without the lock). ---
 
   // The alarm's wait is done: expired, or cancelled to be armed again (or disarmed).
-  // Either way its memory is free, and an expiry turn arms it for what is left.
+  // Either way its memory is free. Expired, it runs an expiry turn, which arms it for what is
+  // left; cancelled with waits left, it arms it for the wheel's next expiry, through the
+  // reactor again, even if that has passed.
   void on_alarm();
 
   // The continuation: the rest of a turn's backlog (or a retry after memory ran short).

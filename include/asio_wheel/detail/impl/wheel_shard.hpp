@@ -76,10 +76,17 @@ void wheel_shard<Clock, WaitTraits>::destroy_for_shutdown() {
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::on_alarm() {
   std::unique_lock lock(mutex_);
-  alarm_.done();
+  const bool superseded = alarm_.done();
   queue_.driver().disarm();
-  if (!shutdown_)
-    expire(lock);
+  if (shutdown_)
+    return;
+  if (superseded && queue_.live() != 0) {
+    if (const auto next = queue_.driver().wheel().next_expiry()) {
+      arm_if_earlier(*next); // else a continuation is posted: a turn all the same
+      return;
+    }
+  }
+  expire(lock);
 }
 
 template <typename Clock, typename WaitTraits>
