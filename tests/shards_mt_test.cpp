@@ -249,12 +249,12 @@ TEST_CASE_TEMPLATE("shards: an idle timer waits anew from another thread; statis
   }
 }
 
-// A handler's aborts are completed when it returns (the drain is deferred: one batch, on
-// its thread), but nothing of another thread's waits for it, as nothing does for
-// asio::steady_timer: an abort made by another thread's handler (below), and a wait that
-// comes due behind the handler's own abort of its timer (next case), complete while the
-// handler still runs. The handler waits for them (bounded): held behind it, they would not
-// come until it returned.
+// Nothing of another thread waits for a handler that aborted a wait of the same shard, as
+// nothing does for asio::steady_timer: an abort made by another thread's handler (below),
+// and a wait that comes due behind the handler's own abort of its timer (next case),
+// complete while the handler still runs. The handler waits for them (bounded): held
+// behind it (a drain deferred to the end of the handler that aborted first, say), they
+// would not come until it returned.
 TEST_CASE_TEMPLATE("shards: a handler that aborts a wait holds back no abort by another "
                    "thread in the same shard",
                    Timer, asio::steady_timer, asio_wheel::wheel_timer) {

@@ -40,7 +40,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/is_executor.hpp>
-#include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
@@ -74,7 +73,6 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/is_executor.hpp>
-#include <asio/defer.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
 #include <asio/query.hpp>

@@ -79,9 +79,6 @@ public:
   }
 
   // Everything queued, for one batch; `count` gets its length.
-  // Waits queued.
-  std::uint64_t size() const noexcept { return count_; }
-
   wait_op* take(std::uint64_t& count) noexcept {
     ++epoch_; // std::uint16_t: wraps, as said below
     count = std::exchange(count_, 0);

@@ -131,20 +131,6 @@ public:
       asio::post(executor_, handler);
   }
 
-  // Queues `handler` home as a continuation of the handler that this thread is running
-  // there (asio::defer): an io_context keeps it in this thread's private queue until that
-  // handler returns, then queues it. Returns false, queueing nothing, unless the home is an
-  // io_context that this thread is running a handler of. Does not throw (the operation
-  // lives in the handler's memory).
-  template <typename Handler>
-  bool defer_here(const Handler& handler) {
-    asio::io_context* const home = io_context();
-    if (home == nullptr || !home->get_executor().running_in_this_thread())
-      return false;
-    asio::defer(home->get_executor(), handler);
-    return true;
-  }
-
   // Shutdown, without the lock: the own thread, if any, finishes what it runs (a turn or a
   // drain) and runs nothing more.
   void stop() {

@@ -89,14 +89,6 @@ public:
     queued_ = true;
   }
 
-  // As post(), as a continuation of the handler this thread runs on `home` (see
-  // service_home::defer_here); false, queueing nothing, if there is none. Does not throw.
-  template <typename Home>
-  bool defer_here(Home& home, Owner* self) {
-    queued_ = home.defer_here(own_handler<Owner, Fn>{self, &memory_});
-    return queued_;
-  }
-
   // Its handler has started: another may be queued.
   void ran() noexcept { queued_ = false; }
 

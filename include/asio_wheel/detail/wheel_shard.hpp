@@ -27,7 +27,6 @@
 #include <asio_wheel/detail/op_cancellation.hpp>
 #include <asio_wheel/detail/own_memory.hpp>
 #include <asio_wheel/detail/service_alarm.hpp>
-#include <asio_wheel/detail/thread_shard.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/timer_queue.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
@@ -308,40 +307,15 @@ private:
     return false;
   }
 
-  // Queues a drain unless one is queued that will take the ready queue in time: the posted
-  // drain, or this thread's own deferred one. Throws only on a context other than an
-  // io_context or a thread pool (see service_home::post): callers post it before they
-  // change anything.
+  // Queues the drain unless one is. Throws only on a context other than an io_context or a
+  // thread pool (see service_home::post): callers post it before they change anything.
   void post_drain() {
-    if (!shutdown_ && !drain_.queued() && !deferred_here())
+    if (!drain_.queued() && !shutdown_)
       post_drain_now();
   }
 
-  // Out of line: it is rarely needed, and would weigh on the callers' inlining. From a
-  // handler that this thread runs on the home io_context, the drain is deferred: it runs
-  // when that handler returns (most often on this thread, whose caches hold the waits),
-  // with every wait the handler aborted in one batch, where a post would let another
-  // thread take the drain at the first abort and complete the waits a few at a time, in
-  // cache lines that then cross cores (docs/design.md, "Threads"). Only this thread's
-  // waits wait for its handler: another thread's abort finds the deferred drain not its
-  // own and posts the drain (deferred_here()).
-  [[gnu::noinline]] void post_drain_now() {
-    if (!deferred_.queued() && deferred_.defer_here(home_, this)) {
-      deferred_by_ = this_thread_mark();
-      return;
-    }
-    drain_.post(home_, this);
-  }
-
-  // Whether the deferred drain is queued by this thread, which is running the handler that
-  // deferred it (or has queued it since: either way it runs without waiting for another
-  // thread's handler).
-  bool deferred_here() const noexcept {
-    return deferred_.queued() && deferred_by_ == this_thread_mark();
-  }
-
-  // An address that tells this thread from any other running now.
-  static const void* this_thread_mark() noexcept { return &this_thread_shard; }
+  // Out of line: it is rarely needed, and would weigh on the callers' inlining.
+  [[gnu::noinline]] void post_drain_now() { drain_.post(home_, this); }
 
   // Queues another expiry turn unless one is: the rest of a backlog, or a retry.
   void post_continuation() {
@@ -385,11 +359,8 @@ private:
   void expire(std::unique_lock<futex_mutex>& lock);
 
   // Completes, as one batch, the waits decided outside a turn (aborted, or retargeted into
-  // the past): the posted drain, and the deferred one.
+  // the past).
   void drain();
-  void drain_deferred();
-  template <typename Post>
-  void run_drain(Post& which);
 
   // Completes a batch (see complete_batch): what a stop() or a throwing handler leaves goes
   // back to the front of the ready queue, with a drain posted.
@@ -401,15 +372,9 @@ private:
   // Where the alarm, the turns and the drains run: the service's, shared by its shards.
   service_home& home_;
   timer_queue<Clock> queue_;
-  // The drain, the deferred drain, and the continuation of an expiry turn: at most one of
-  // each is queued. Either drain takes the whole ready queue, so with both queued the
-  // second finds what came after the first, or nothing.
+  // The drain, and the continuation of an expiry turn: at most one of each is queued.
   own_post<wheel_shard, &wheel_shard::drain> drain_;
-  own_post<wheel_shard, &wheel_shard::drain_deferred> deferred_;
   own_post<wheel_shard, &wheel_shard::resume> continuation_;
-  // While deferred_ is queued: this_thread_mark() of the thread that deferred it, in whose
-  // private queue it waits for the handler that thread runs.
-  const void* deferred_by_ = nullptr;
   bool shutdown_ = false;
   block_reserve reserve_;
   service_alarm<Clock, WaitTraits> alarm_;

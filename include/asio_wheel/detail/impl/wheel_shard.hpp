@@ -102,16 +102,7 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
   const tick_type now = queue_.driver().turn_at(Clock::now());
   expiry_batch batch(now, queue_.counters());
   bool short_of_memory = false;
-  // A wait due now of a timer whose earlier wait is in the ready queue goes behind it, for
-  // the drain that will take the queue. If that is only another thread's deferred drain,
-  // which waits for the handler that thread runs, the drain is posted for it (deferred
-  // drains exist only on an io_context, where a post cannot throw).
-  const std::uint64_t ready_before = queue_.ready().size();
-  const bool done = queue_.take_due(now, batch, short_of_memory,
-                                    drain_.queued() || deferred_.queued());
-  if (queue_.ready().size() != ready_before && !drain_.queued() && !deferred_here() &&
-      !shutdown_)
-    drain_.post(home_, this);
+  const bool done = queue_.take_due(now, batch, short_of_memory, drain_.queued());
   wait_op* const list = batch.finish();
   bool failed = short_of_memory;
   std::exception_ptr error;
@@ -145,28 +136,14 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
 
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::drain() {
-  run_drain(drain_);
-}
-
-template <typename Clock, typename WaitTraits>
-void wheel_shard<Clock, WaitTraits>::drain_deferred() {
-  run_drain(deferred_);
-}
-
-template <typename Clock, typename WaitTraits>
-template <typename Post>
-void wheel_shard<Clock, WaitTraits>::run_drain(Post& which) {
   wait_op* list = nullptr;
   {
     std::lock_guard lock(mutex_);
-    which.ran();
-    if constexpr (std::is_same_v<Post, decltype(deferred_)>)
-      deferred_by_ = nullptr;
     std::uint64_t count = 0;
     list = queue_.ready().take(count);
+    drain_.ran();
     reserve_.refill();
-    if (count != 0) // the second of two queued drains may find nothing
-      queue_.counters().batch(count);
+    queue_.counters().batch(count);
   }
   complete(list);
 }
