@@ -308,6 +308,18 @@ private:
     due_ = first_byte + state_.opts.request_timeout;
     parser_.emplace();
     parser_->body_limit(1u << 20);
+    // What is buffered (usually the whole request, with the first bytes) is parsed here:
+    // http::async_read would find it complete without reading and post its completion, and
+    // then nothing timed would be outstanding when this handler returns. A stream then lets
+    // its timer go and waits anew for the response's write: Beast's cancels its timer as
+    // after every operation, ours releases its wheel wait (see README, Using with Beast).
+    beast::error_code ec;
+    while (buffer_.size() > 0 && !parser_->is_done() && !ec)
+      buffer_.consume(parser_->put(buffer_.data(), ec));
+    if (ec == http::error::need_more)
+      ec = {};
+    if (ec || parser_->is_done())
+      return on_read(ec, 0);
     expires_at_due();
     http::async_read(stream_, buffer_, *parser_,
                      beast::bind_front_handler(&http_session::on_read, shared_from_this()));
