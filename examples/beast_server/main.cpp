@@ -508,14 +508,7 @@ public:
   void start() {
     listener_->run();
     for (unsigned i = 0; i < state_.opts.threads; ++i)
-      threads_.emplace_back([this] {
-        try {
-          ioc_.run();
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "beast_server: run() threw: %s\n", e.what());
-          std::abort();
-        }
-      });
+      threads_.emplace_back([this] { ioc_.run(); }); // a handler that throws terminates
   }
   net::io_context& context() { return ioc_; }
   void stop() {
