@@ -14,7 +14,10 @@
 //   beast_server_wheel  the stream is asio_wheel::tcp_stream (ASIO_WHEEL_BEAST_SERVER_WHEEL=1)
 //
 // Nothing else differs between the two, which is the point: scripts/loadtest --beast puts
-// them side by side under wrk, slowhttptest and thousands of idle connections.
+// them side by side under wrk, slowhttptest and thousands of idle connections. Two departures
+// from Beast's examples, in both builds, for a server under that load: the listener accepts
+// what waits in the backlog in batches (listener::on_accept), and a request that arrived
+// whole with its first bytes is parsed at once (http_session::read_request).
 //
 // Timeouts:
 //   * idle: a keep-alive connection with no request in progress is closed when no byte has
