@@ -48,7 +48,7 @@
 //   --request-timeout T default 10s.
 //   --duration T        stop by itself after T (default: run until SIGINT or SIGTERM).
 //   --smoke             the server in-process on an ephemeral port (idle 300 ms, request
-//                       500 ms) and a client against it: keep-alive requests, GET /big, 404,
+//                       2 s) and a client against it: keep-alive requests, GET /big, 404,
 //                       an idle connection and a slowloris (each closed at its timeout, not
 //                       before, within 1 s after), a WebSocket echo, and a WebSocket client
 //                       that answers no ping (closed by the idle timeout); with 1 and 2
@@ -622,7 +622,7 @@ int smoke() {
     o.port = 0;
     o.threads = threads;
     o.idle_timeout = 300ms;
-    o.request_timeout = 500ms;
+    o.request_timeout = 2s; // GET /big (16 MiB) within it, under sanitizers too
     std::printf("smoke: %s, %u thread%s\n", stream_name, threads, threads == 1 ? "" : "s");
     server srv(o);
     srv.start();
