@@ -266,3 +266,43 @@ TEST_CASE("heartbeat: a slot's emit after the completion was queued, touched bef
       });
   CHECK(r.ec == kAborted);
 }
+
+// A cancellation while the wait is still in the wheel (its ping due, the driver not yet run)
+// aborts it: no ping was reported, so the next async_next() reports it, for the emit of a
+// slot as for cancel() (before, the emit's judgement marked the ping sent: the next one
+// waited for the drop).
+TEST_CASE("heartbeat: a cancellation that aborts a wait still in the wheel, its ping due, "
+          "leaves the ping to the next async_next(): by cancel() and by a slot's emit") {
+  using hb_t = asio_wheel::basic_heartbeat<tclock>;
+  for (const bool by_slot : {false, true}) {
+    CAPTURE(by_slot);
+    tclock::reset(t0, /*running=*/false);
+    asio::io_context ioc;
+    hb_t hb(ioc, {.ping_after = 10ms, .drop_after = 30ms});
+    asio::cancellation_signal signal;
+    result first, second;
+    hb.async_next(
+        asio::bind_cancellation_slot(signal.slot(), [&](asio::error_code ec, hb_t::event) {
+          ++first.calls;
+          first.ec = ec;
+          hb.async_next([&](asio::error_code ec2, hb_t::event ev) {
+            ++second.calls;
+            second.ec = ec2;
+            second.event = static_cast<int>(ev);
+          });
+        }));
+    tclock::set(t0 + 15ms); // the ping is due; nothing has run
+    if (by_slot)
+      signal.emit(asio::cancellation_type::terminal);
+    else
+      CHECK(hb.cancel() == 1);
+    CHECK(run_until(
+        ioc, [&] { return second.calls == 1; }, 2s));
+    CHECK(first.calls == 1);
+    CHECK(first.ec == kAborted);
+    CHECK(second.ec == asio::error_code());
+    CHECK(second.event == static_cast<int>(hb_t::event::ping));
+    hb.cancel();
+    run_for(ioc, kStill);
+  }
+}

@@ -969,6 +969,43 @@ TEST_CASE("wheel_timer: time_point::max() with the coarsest (60 s), an odd (7 ns
 // Tick configuration
 // =======================================================================================
 
+// A clock counting whole seconds: its extreme durations overflow in nanoseconds.
+struct seconds_clock {
+  using duration = std::chrono::seconds;
+  using rep = duration::rep;
+  using period = duration::period;
+  using time_point = std::chrono::time_point<seconds_clock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept {
+    return time_point(std::chrono::duration_cast<duration>(
+        std::chrono::steady_clock::now().time_since_epoch()));
+  }
+};
+
+TEST_CASE("basic_wheel_timer of a clock in seconds: an extreme bad tick is reported as given "
+          "(no overflow on the way to the message)") {
+  using timer = asio_wheel::basic_wheel_timer<seconds_clock>;
+  asio::io_context ioc;
+  const std::pair<std::chrono::seconds, const char*> bad[] = {
+      {std::chrono::seconds::max(), "9223372036854775807 x 1/1 s"},
+      {std::chrono::seconds::min(), "-9223372036854775808 x 1/1 s"},
+      {std::chrono::seconds(61), "61000000000 ns"}};
+  for (const auto& [tick, shown] : bad) {
+    std::string what;
+    try {
+      timer::set_tick(ioc, tick);
+      FAIL("set_tick accepted an invalid tick");
+    } catch (const std::invalid_argument& e) {
+      what = e.what();
+    }
+    CAPTURE(what);
+    CHECK(what.find(shown) != std::string::npos);
+    CHECK(what.find("at most 60 s") != std::string::npos);
+  }
+  CHECK_NOTHROW(timer::set_tick(ioc, std::chrono::seconds(60)));
+  CHECK(timer::tick(ioc) == std::chrono::seconds(60));
+}
+
 TEST_CASE("wheel_timer: a bad tick (zero, negative, over 60 s) throws std::invalid_argument "
           "saying what is allowed, and changes nothing") {
   using asio_wheel::wheel_timer;

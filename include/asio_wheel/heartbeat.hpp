@@ -211,8 +211,9 @@ private:
     if (step == rule::step::wait)
       return false;
     this->decided_ping_ = step == rule::step::ping;
-    if (this->decided_ping_)
-      pinged_for_ = last; // reported by that completion, whatever comes before it
+    // Marked sent by the completion that reports it (on_wait), not here: a slot's emit
+    // judges before it knows whether the wait is still in the wheel, where it aborts it.
+    decided_for_ = last;
     return true;
   }
 
@@ -259,6 +260,8 @@ private:
     if (self.state() == state::complete) {
       // Cancelled after this completion was queued, with an event due then (see cancel()).
       const event ev = self.decided_ping_ ? event::ping : event::drop;
+      if (self.decided_ping_)
+        self.pinged_for_ = self.decided_for_; // whatever came before: a touch, say
       self.end_op();
       std::move(h.handler())(error_code(), ev);
       return;
@@ -288,6 +291,9 @@ private:
   options options_;
   // The activity mark the last ping was reported for: one ping per quiet spell.
   time_point pinged_for_{time_point::min()};
+  // The activity mark of a ping decided by a cancellation after its completion was queued
+  // (due_now()): pinged_for_ takes it when that completion reports the ping.
+  time_point decided_for_{time_point::min()};
 };
 
 /// A heartbeat on std::chrono::steady_clock.

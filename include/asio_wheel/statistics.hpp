@@ -24,8 +24,9 @@ namespace asio_wheel {
  * one execution context on one clock shares one wheel; this is its snapshot, copied under
  * its lock (see wheel_statistics for the fields).
  *
- * Does not create the wheel: for a context that has none for this clock (no wait was ever
- * started on it), every field is zero.
+ * Does not create the wheel: for a context that has none for this clock (no timer of it
+ * was ever made there, nor its tick asked or set), every field is zero, the tick included;
+ * once there is one, the tick is the context's and the counts start at zero.
  *
  * @param context The execution context.
  * @param count_levels Whether to fill timers_per_level. Counting walks the wheel's lists

@@ -79,16 +79,17 @@ public:
   // Throws as set_tick() would, for a wheel whose tick is `current`; changes nothing. For an
   // owner of several wheels (the shards of a service), which checks before it changes any.
   static void check_tick(duration tick, duration current, bool fixed) {
-    if (tick <= duration::zero() || tick > max_tick)
+    // Compared in the clock's own units: a coarse clock's extreme tick (seconds::max())
+    // would overflow in nanoseconds.
+    if (tick <= duration::zero() || tick > std::chrono::duration_cast<duration>(max_tick))
       detail::throw_exception(
-          std::invalid_argument("asio_wheel: invalid tick of " + std::to_string(to_ns(tick)) +
-                                " ns; the tick must be positive and at most 60 s (default 1 ms)"));
+          std::invalid_argument("asio_wheel: invalid tick of " + describe(tick) +
+                                "; the tick must be positive and at most 60 s (default 1 ms)"));
     if (tick != current && fixed)
       detail::throw_exception(
           std::logic_error("asio_wheel: the tick of a context can only be changed before its "
                            "first wait (it is " +
-                           std::to_string(to_ns(current)) +
-                           " ns); call set_tick() right after creating the io_context"));
+                           describe(current) + "); call set_tick() right after creating the io_context"));
   }
 
   const tick_scale<Clock>& scale() const noexcept { return scale_; }
@@ -151,8 +152,16 @@ public:
   time_point alarm_time() const noexcept { return scale_.time_of(armed_at_); }
 
 private:
-  static long long to_ns(duration d) {
-    return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  // `d` for a message: in nanoseconds where they hold it, else in the clock's own units.
+  static std::string describe(duration d) {
+    using period = typename duration::period;
+    const long double ns =
+        std::chrono::duration_cast<std::chrono::duration<long double, std::nano>>(d).count();
+    if (ns > -9.2e18L && ns < 9.2e18L)
+      return std::to_string(static_cast<long long>(ns)) + " ns";
+    return std::to_string(static_cast<long long>(d.count())) + " x " +
+           std::to_string(static_cast<long long>(period::num)) + "/" +
+           std::to_string(static_cast<long long>(period::den)) + " s";
   }
 
   std::size_t cascade_limit_;
