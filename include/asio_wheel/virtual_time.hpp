@@ -75,12 +75,19 @@ public:
   /// The current virtual time (virtual_clock::now()).
   static time_point now() noexcept { return virtual_clock::now(); }
 
-  /// The instant the context's wheel next has work: no later than the earliest pending
-  /// wait's expiry. Empty when no wait is pending.
+  /// The instant the context's wheel next has work: the earliest pending wait's expiry
+  /// rounded up to the wheel's tick (1 ms unless set_tick() changed it), so no earlier than
+  /// that expiry and less than a tick after it. Empty when no wait is pending.
   std::optional<time_point> next_deadline() const { return service_.virtual_next(); }
 
   /// Moves time forward by @c d, completing everything due within it.
   /**
+   * "Due" is on the wheel's tick grid, as on a real clock: a wait whose expiry falls
+   * between two ticks completes at the later one, so an advance() that stops between them
+   * leaves it pending (a 500 us wait needs advance(1ms) on the default tick). A test that
+   * needs exact instants sets the tick first: basic_wheel_timer<virtual_clock>::set_tick(io,
+   * std::chrono::nanoseconds(1)).
+   *
    * Runs the ready handlers (poll()); then, while the wheel's next deadline is at most
    * now() + d: moves the clock to it, runs the driver's turn and polls again, so that waits
    * complete in deadline order, each seeing now() at (or just after) its own expiry, and
