@@ -977,8 +977,8 @@ struct seconds_clock {
   using time_point = std::chrono::time_point<seconds_clock>;
   static constexpr bool is_steady = true;
   static time_point now() noexcept {
-    return time_point(std::chrono::duration_cast<duration>(
-        std::chrono::steady_clock::now().time_since_epoch()));
+    return time_point(
+        std::chrono::duration_cast<duration>(std::chrono::steady_clock::now().time_since_epoch()));
   }
 };
 

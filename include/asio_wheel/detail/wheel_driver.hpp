@@ -86,10 +86,10 @@ public:
           std::invalid_argument("asio_wheel: invalid tick of " + describe(tick) +
                                 "; the tick must be positive and at most 60 s (default 1 ms)"));
     if (tick != current && fixed)
-      detail::throw_exception(
-          std::logic_error("asio_wheel: the tick of a context can only be changed before its "
-                           "first wait (it is " +
-                           describe(current) + "); call set_tick() right after creating the io_context"));
+      detail::throw_exception(std::logic_error(
+          "asio_wheel: the tick of a context can only be changed before its "
+          "first wait (it is " +
+          describe(current) + "); call set_tick() right after creating the io_context"));
   }
 
   const tick_scale<Clock>& scale() const noexcept { return scale_; }
