@@ -49,20 +49,29 @@ TEST_CASE("a context without a wheel reads zeros, and get_statistics does not cr
 
 TEST_CASE("steady_clock: started, succeeded, expired at start, pending, next expiry") {
   asio::io_context io;
-  asio_wheel::wheel_timer soon(io, 5ms), later(io, 1h), past(io, -1s);
-  soon.async_wait(ignore);
+  asio_wheel::wheel_timer soon(io), later(io, 1h), past(io, -1s);
   later.async_wait(ignore);
   past.async_wait(ignore);
+  soon.expires_after(50ms);
+  soon.async_wait(ignore);
+  // On a loaded machine (CI under ASan) `soon` may itself be due by the time its wait
+  // starts; it certainly was not if its expiry is still ahead after the call.
+  const bool soon_surely_pending_at_start = std::chrono::steady_clock::now() < soon.expiry();
   auto s = asio_wheel::get_statistics(io);
   CHECK(s.tick == 1ms);
   CHECK(s.waits_started == 3);
-  CHECK(s.waits_expired_at_start == 1);
+  if (soon_surely_pending_at_start) {
+    CHECK(s.waits_expired_at_start == 1);
+  } else {
+    CHECK(s.waits_expired_at_start >= 1);
+    CHECK(s.waits_expired_at_start <= 2);
+  }
   // `past` is pending until the next expiry turn, as in Asio's timer queue.
   CHECK(s.waits_succeeded == 0);
   CHECK(s.waits_pending() == 3);
   CHECK(s.timers_pending == 3);
   REQUIRE(s.next_expiry);
-  CHECK(*s.next_expiry <= 6ms); // rounded up to the tick
+  CHECK(*s.next_expiry <= 51ms); // rounded up to the tick
   later.cancel();
   io.run();
   s = asio_wheel::get_statistics(io);
