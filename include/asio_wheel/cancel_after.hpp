@@ -259,7 +259,10 @@ using partial_cancel_at_timer =
  * @par Thread Safety
  * A wait is performed beside the operation, and emits the cancellation on the handler's
  * associated executor: when the context is run by several threads, perform the operation
- * within an implicit or explicit strand.
+ * within an implicit or explicit strand. As in Asio's adapter, the wait starts before the
+ * operation connects its cancellation slot: launched from a thread that does not run the
+ * operation's context while another does, a deadline shorter than the launch itself can
+ * pass in between, and its cancellation is then lost (the operation runs on).
  *
  * @par Per-Operation Cancellation
  * A cancellation emitted on the handler's own slot is forwarded to the operation.
