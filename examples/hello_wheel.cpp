@@ -9,7 +9,7 @@
 // asio_wheel::wheel_timer is used exactly like asio::steady_timer.
 //
 //   hello_wheel           timers at 100, 200 and 300 ms
-//   hello_wheel --smoke   the same at 10, 20 and 30 ms (used as a test; exits 1 on a wrong
+//   hello_wheel --smoke   the same at 50, 100 and 150 ms (used as a test; exits 1 on a wrong
 //                         order, an error or an early completion)
 
 #include <asio_wheel/wheel_timer.hpp>
@@ -26,7 +26,7 @@ int main(int argc, char* argv[]) {
   using clock = std::chrono::steady_clock;
 
   const bool smoke = argc > 1 && std::string_view(argv[1]) == "--smoke";
-  const auto unit = smoke ? 10ms : 100ms;
+  const auto unit = smoke ? 50ms : 100ms;
 
   asio::io_context ctx;
   const auto start = clock::now();
@@ -57,15 +57,25 @@ int main(int argc, char* argv[]) {
   arm(third, "third", 3);
   arm(first, "first", 1);
   arm(second, "second", 2);
+  // The order is defined only if the expiries came out in that order, at least a tick apart
+  // (within a tick the wheel keeps the order of arming), and none had passed once all were
+  // armed: a machine that stalls this process between two arms (a loaded CI runner under a
+  // sanitizer, say) may break that, and then the order is not checked.
+  const auto tick = asio_wheel::wheel_timer::tick(ctx);
+  const bool order_defined = first.expiry() + tick <= second.expiry() &&
+                             second.expiry() + tick <= third.expiry() &&
+                             clock::now() < first.expiry();
 
   ctx.run();
 
-  const bool in_order = order == std::vector<int>{1, 2, 3};
+  const bool in_order = order == std::vector<int>{1, 2, 3} || !order_defined;
+  if (!order_defined)
+    std::puts("note: armed too slowly for a defined order; the order is not checked");
   if (!ok || !in_order) {
     std::fprintf(stderr, "hello_wheel: FAILED (%s)\n",
                  in_order ? "error or early completion" : "wrong order");
     return 1;
   }
-  std::puts("all three fired, in order");
+  std::puts(order_defined ? "all three fired, in order" : "all three fired");
   return 0;
 }

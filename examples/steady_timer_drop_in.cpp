@@ -110,7 +110,9 @@ int main(int argc, char* argv[]) {
 
   // 1. The ticker, and the deadline that stops it.
   ticker tick(ctx, period, start);
-  timer deadline(ctx, run_for);
+  // From `start`, not from now: no later than the ticker's ticks count from, however long the
+  // process is held up in between, so that at most run_for / period + 1 ticks come.
+  timer deadline(ctx, start + run_for);
   bool deadline_fired = false;
   deadline.async_wait([&](const asio::error_code& ec) {
     std::printf("[%5lld ms] deadline: %s, stopping the ticker\n", ms_since(start),

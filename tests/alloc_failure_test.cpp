@@ -231,6 +231,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using sclock = std::chrono::steady_clock;
+// A bound on real time that only turns a hang into a failure: what it bounds needs
+// milliseconds, which a loaded machine under ASan may stretch to seconds.
+constexpr auto kPatience = std::chrono::seconds(30);
 using asio_wheel::wheel_timer;
 
 // ---------------------------------------------------------------------------------------------
@@ -466,9 +469,10 @@ bool attempt(F&& f) {
 }
 
 // Runs `ioc` until it is out of work (or `done()`), calling run_one() again after
-// std::bad_alloc, as a user catching exceptions around run() would. False on timeout.
+// std::bad_alloc, as a user catching exceptions around run() would. False on timeout (a hang
+// guard, generous: a scenario needs milliseconds, a loaded machine under ASan far longer).
 template <typename Done>
-bool drive(asio::io_context& ioc, Done done, sclock::duration limit = 3s) {
+bool drive(asio::io_context& ioc, Done done, sclock::duration limit = kPatience) {
   const auto end = sclock::now() + limit;
   ioc.restart();
   for (;;) {
@@ -482,7 +486,7 @@ bool drive(asio::io_context& ioc, Done done, sclock::duration limit = 3s) {
   }
 }
 
-inline bool drive(asio::io_context& ioc, sclock::duration limit = 3s) {
+inline bool drive(asio::io_context& ioc, sclock::duration limit = kPatience) {
   return drive(
       ioc, [] { return false; }, limit);
 }
@@ -1132,7 +1136,9 @@ TEST_CASE("every allocation failing: a turn whose waits live in their timers can
     std::this_thread::sleep_until(due);
     inject::arm(1, true);
     try {
-      ioc.run_for(50ms);
+      // Long enough for the turn, however late this thread runs (run_for() runs nothing if
+      // its time has passed before it starts): the throw ends it at once.
+      ioc.run_for(kPatience);
     } catch (const std::bad_alloc&) {
       ++escaped;
     }

@@ -32,6 +32,7 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "frozen_run.hpp"
 #include "manual_clock.hpp"
 
 #include <chrono>
@@ -44,32 +45,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace asio_wheel::test;
-
-// Runs `ioc` until `pred()` holds, for at most `limit` of real time; returns pred(). Adds
-// the number of handlers run to `*handlers`.
-template <typename Pred>
-bool run_until(asio::io_context& ioc, Pred pred, sclock::duration limit = 3s,
-               std::size_t* handlers = nullptr) {
-  const auto end = sclock::now() + limit;
-  while (!pred() && sclock::now() < end) {
-    ioc.restart();
-    const std::size_t n = ioc.run_for(1ms);
-    if (handlers != nullptr)
-      *handlers += n;
-    if (n == 0)
-      std::this_thread::sleep_for(100us);
-  }
-  return pred();
-}
-
-// Runs `ioc` for `d` of real time (while a frozen clock stands still); returns the number of
-// handlers run.
-inline std::size_t run_for(asio::io_context& ioc, sclock::duration d) {
-  std::size_t handlers = 0;
-  run_until(
-      ioc, [] { return false; }, d, &handlers);
-  return handlers;
-}
 
 // A wait on a clock standing still runs no handler of its own: Asio's timer (the wheel's
 // driver) reads the clock again without one. A few run for what came before (the driver

@@ -63,7 +63,7 @@ constexpr int kScale = 2;
 constexpr int kScale = 1;
 #endif
 constexpr auto kMtWatchdog = 20s;
-constexpr auto kRoundLimit = 5s;
+constexpr auto kRoundLimit = 20s; // a hang guard: a round needs milliseconds, even under TSan
 
 enum class completion : int { none = 0, success, aborted, other };
 

@@ -74,7 +74,7 @@ using namespace std::chrono_literals;
 using namespace asio_wheel::test;
 
 // "Promptly": generous for a loaded 2-core machine, and far below kFar.
-constexpr auto kPrompt = 3s;
+constexpr auto kPrompt = 5s;
 
 // ---------------------------------------------------------------------------------------
 // Counting handler objects, and recording completions.

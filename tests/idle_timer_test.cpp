@@ -81,7 +81,7 @@ using namespace asio_wheel::test;
 using hb_event = asio_wheel::heartbeat::event;
 
 // "Promptly": generous for a noisy 2-core machine, still far below kFar.
-constexpr auto kPrompt = 3s;
+constexpr auto kPrompt = 5s;
 
 } // namespace
 
@@ -90,28 +90,34 @@ constexpr auto kPrompt = 3s;
 // =======================================================================================
 
 TEST_CASE("idle_timer: construction counts as activity") {
-  asio::io_context ctx;
-  const auto before = sclock::now();
-  asio_wheel::idle_timer idle(ctx, 300ms);
-  const auto after = sclock::now();
-  CHECK(idle.timeout() == 300ms);
-  // The mark is never before the true time, and at most a coarse clock tick after it.
-  CHECK(idle.last_activity() >= before);
-  CHECK(idle.last_activity() <= after + 50ms);
+  until_premise([&](bool last) {
+    asio::io_context ctx;
+    const auto before = sclock::now();
+    asio_wheel::idle_timer idle(ctx, 300ms);
+    const auto after = sclock::now();
+    CHECK(idle.timeout() == 300ms);
+    // The mark is never before the true time, and at most a coarse clock tick after it.
+    CHECK(idle.last_activity() >= before);
+    CHECK(idle.last_activity() <= after + 50ms);
 
-  // Idle for longer than the timeout before anyone waits: the wait completes at once (it is
-  // measured from the construction, not from async_wait), but never inside async_wait.
-  std::this_thread::sleep_for(350ms);
-  outcome o;
-  const auto waited_at = sclock::now();
-  idle.async_wait(record(o));
-  CHECK(o.calls == 0);
-  const auto r = guarded_run(ctx);
-  CHECK_SUCCESS_PROMPTLY_AT(o, before + 300ms);
-  CHECK(o.at >= idle.last_activity() + 300ms);
-  // Had the timeout counted from async_wait, this would be at least 300 ms.
-  CHECK(o.at - waited_at < 250ms);
-  CHECK_PROMPT(r);
+    // Idle for longer than the timeout before anyone waits: the wait completes at once (it
+    // is measured from the construction, not from async_wait), but never inside async_wait.
+    std::this_thread::sleep_for(350ms);
+    outcome o;
+    const auto waited_at = sclock::now();
+    idle.async_wait(record(o));
+    CHECK(o.calls == 0);
+    const auto r = guarded_run(ctx);
+    CHECK_SUCCESS_PROMPTLY_AT(o, before + 300ms);
+    CHECK(o.at >= idle.last_activity() + 300ms);
+    CHECK_PROMPT(r);
+    // Had the timeout counted from async_wait, this would be at least 300 ms; a process
+    // stalled that long between the two makes it so too, and is tried again.
+    if (o.at - waited_at >= 250ms && !last)
+      return false;
+    CHECK(o.at - waited_at < 250ms);
+    return true;
+  });
 }
 
 TEST_CASE("idle_timer: completes once the timeout has elapsed with no touch, never before") {
@@ -451,11 +457,17 @@ TEST_CASE("idle_timer and heartbeat: the handler's executor and allocator are us
   };
   // A touch soon after the start makes the first wheel deadline pass with recent activity:
   // the wait re-arms itself once before it completes.
+  // Whether the touch came before the first deadline (300 ms after the start): a process
+  // stalled past it completes the wait without a re-arm, rightly.
+  bool touched_in_time = false;
   SUBCASE("idle_timer") {
     asio_wheel::idle_timer idle(ctx, 300ms);
     idle.async_wait(asio::bind_executor(strand, asio::bind_allocator(alloc, check)));
     asio::steady_timer toucher(ctx, 60ms);
-    toucher.async_wait([&](asio::error_code) { idle.touch(); });
+    toucher.async_wait([&](asio::error_code) {
+      touched_in_time = sclock::now() < idle.last_activity() + 300ms;
+      idle.touch();
+    });
     guarded_run(ctx);
   }
   SUBCASE("heartbeat") {
@@ -467,13 +479,20 @@ TEST_CASE("idle_timer and heartbeat: the handler's executor and allocator are us
           CHECK(e == asio_wheel::heartbeat::event::ping);
         })));
     asio::steady_timer toucher(ctx, 60ms);
-    toucher.async_wait([&](asio::error_code) { hb.touch(); });
+    toucher.async_wait([&](asio::error_code) {
+      touched_in_time = sclock::now() < hb.last_activity() + 300ms;
+      hb.touch();
+    });
     guarded_run(ctx);
   }
   CHECK(calls == 1);
   CHECK(result == kOk);
   CHECK(on_strand);
-  CHECK(allocs_seen >= 2); // one per round of the wheel wait, from the handler's allocator
+  // One per round of the wheel wait, from the handler's allocator.
+  if (touched_in_time)
+    CHECK(allocs_seen >= 2);
+  else
+    CHECK(allocs_seen >= 1);
   CHECK(deallocs_seen == allocs_seen); // all released before the handler ran
 }
 
@@ -557,11 +576,19 @@ TEST_CASE("idle_timer: use_awaitable, deferred and as_tuple") {
       record(aborted)(ec2);
       current = nullptr;
     });
+    // Cancels the second wait, once it is pending (a stalled process may come here first).
     asio::steady_timer later(ctx, 200ms);
-    later.async_wait([&](asio::error_code) {
-      if (current != nullptr)
-        current->cancel();
-    });
+    std::function<void(asio::error_code)> cancel_second = [&](asio::error_code) {
+      if (current == nullptr)
+        return;
+      if (ok.calls == 0) {
+        later.expires_after(50ms);
+        later.async_wait(cancel_second);
+        return;
+      }
+      current->cancel();
+    };
+    later.async_wait(cancel_second);
     const auto r = guarded_run(ctx);
     CHECK_SUCCESS_PROMPTLY_AT(ok, before + kTimeout);
     CHECK_ABORTED(aborted);
@@ -618,92 +645,115 @@ private:
 } // namespace
 
 TEST_CASE("heartbeat: one ping after ping_after of silence, then a drop after drop_after") {
-  asio::io_context ctx;
-  const auto before = sclock::now();
-  asio_wheel::heartbeat hb(ctx, {.ping_after = 40ms, .drop_after = 150ms});
-  CHECK(hb.get_options().ping_after == 40ms);
-  CHECK(hb.get_options().drop_after == 150ms);
-  hb_driver d(hb);
-  const auto r = guarded_run(ctx);
-  REQUIRE(d.events.size() == 2);
-  CHECK(d.events[0].ev == hb_event::ping);
-  CHECK(d.events[0].at >= before + 40ms);
-  CHECK(d.events[0].at >= hb.last_activity() + 40ms);
-  CHECK(d.events[1].ev == hb_event::drop);
-  CHECK(d.events[1].at >= before + 150ms);
-  CHECK(d.events[1].at >= hb.last_activity() + 150ms);
-  CHECK(d.events[1].at - (before + 150ms) < kPrompt);
-  CHECK(!d.error);
-  CHECK_PROMPT(r);
+  // A judgement that comes after drop_after reports the drop alone: the ping needs the
+  // context's thread not held back for drop_after - ping_after (the probe's premise).
+  until_premise([&](bool last) {
+    asio::io_context ctx;
+    const auto before = sclock::now();
+    asio_wheel::heartbeat hb(ctx, {.ping_after = 40ms, .drop_after = 150ms});
+    CHECK(hb.get_options().ping_after == 40ms);
+    CHECK(hb.get_options().drop_after == 150ms);
+    hb_driver d(hb);
+    stall_probe probe(ctx, 200ms);
+    const auto r = guarded_run(ctx);
+    CHECK(!d.error);
+    CHECK_PROMPT(r);
+    REQUIRE(!d.events.empty());
+    CHECK(d.events.back().ev == hb_event::drop);
+    CHECK(d.events.back().at >= before + 150ms);
+    CHECK(d.events.back().at >= hb.last_activity() + 150ms);
+    CHECK(d.events.back().at - (before + 150ms) < kPrompt);
+    if (probe.max_gap() >= 100ms && !last)
+      return false;
+    REQUIRE(d.events.size() == 2);
+    CHECK(d.events[0].ev == hb_event::ping);
+    CHECK(d.events[0].at >= before + 40ms);
+    CHECK(d.events[0].at >= hb.last_activity() + 40ms);
+    return true;
+  });
 }
 
 TEST_CASE("heartbeat: a touch starts a new quiet spell: pinged again only ping_after after it, "
           "and the drop moves") {
-  asio::io_context ctx;
   constexpr auto kPing = 50ms;
   constexpr auto kDrop = 250ms;
   constexpr int kAnswered = 3; // the first pings are answered (touch), then silence
-  const auto before = sclock::now();
-  asio_wheel::heartbeat hb(ctx, {.ping_after = kPing, .drop_after = kDrop});
-  std::vector<sclock::time_point> touches;
-  int pings = 0;
-  hb_driver d(hb, [&](hb_event ev) {
-    if (ev == hb_event::ping && ++pings <= kAnswered) {
-      touches.push_back(sclock::now());
-      hb.touch(); // the peer answered the ping
-    }
-  });
-  const auto r = guarded_run(ctx);
+  // Each ping needs its judgement before the spell's drop_after (see the test above).
+  until_premise([&](bool last) {
+    asio::io_context ctx;
+    const auto before = sclock::now();
+    asio_wheel::heartbeat hb(ctx, {.ping_after = kPing, .drop_after = kDrop});
+    std::vector<sclock::time_point> touches;
+    int pings = 0;
+    hb_driver d(hb, [&](hb_event ev) {
+      if (ev == hb_event::ping && ++pings <= kAnswered) {
+        touches.push_back(sclock::now());
+        hb.touch(); // the peer answered the ping
+      }
+    });
+    stall_probe probe(ctx, (kAnswered + 1) * kPing + kDrop);
+    const auto r = guarded_run(ctx);
+    CHECK_PROMPT(r);
+    REQUIRE(!d.events.empty());
+    CHECK(d.events.back().ev == hb_event::drop);
+    if (probe.max_gap() >= kDrop - kPing - 10ms && !last)
+      return false;
 
-  REQUIRE(d.events.size() == kAnswered + 2); // kAnswered + 1 pings, then the drop
-  CHECK(d.count(hb_event::ping) == kAnswered + 1);
-  CHECK(d.events.back().ev == hb_event::drop);
-  REQUIRE(touches.size() == static_cast<std::size_t>(kAnswered));
-  // Each ping comes ping_after after the start of its spell (construction or last touch).
-  CHECK(d.events[0].at >= before + kPing);
-  for (int i = 1; i <= kAnswered; ++i) {
-    CAPTURE(i);
-    CHECK(d.events[i].at >= touches[i - 1] + kPing);
-  }
-  // The drop comes drop_after after the last touch, not after the construction.
-  CHECK(d.events.back().at >= touches.back() + kDrop);
-  CHECK(d.events.back().at - (touches.back() + kDrop) < kPrompt);
-  CHECK_PROMPT(r);
+    REQUIRE(d.events.size() == kAnswered + 2); // kAnswered + 1 pings, then the drop
+    CHECK(d.count(hb_event::ping) == kAnswered + 1);
+    REQUIRE(touches.size() == static_cast<std::size_t>(kAnswered));
+    // Each ping comes ping_after after the start of its spell (construction or last touch).
+    CHECK(d.events[0].at >= before + kPing);
+    for (int i = 1; i <= kAnswered; ++i) {
+      CAPTURE(i);
+      CHECK(d.events[i].at >= touches[i - 1] + kPing);
+    }
+    // The drop comes drop_after after the last touch, not after the construction.
+    CHECK(d.events.back().at >= touches.back() + kDrop);
+    CHECK(d.events.back().at - (touches.back() + kDrop) < kPrompt);
+    return true;
+  });
 }
 
 TEST_CASE("heartbeat: regular input keeps it quiet; silence then brings the ping and the drop") {
-  asio::io_context ctx;
   constexpr auto kPing = 90ms;
   constexpr auto kDrop = 200ms;
   constexpr int kTouches = 15; // every ping_after/3: 450 ms of input
-  const auto start = sclock::now();
-  asio_wheel::heartbeat hb(ctx, {.ping_after = kPing, .drop_after = kDrop});
-  hb_driver d(hb);
-  ticker input(ctx, kPing / 3, kTouches, [&] { hb.touch(); });
-  const auto r = guarded_run(ctx);
+  // Quietness needs the input in time: a stalled process (long input gaps) is tried again.
+  until_premise([&](bool last_attempt) {
+    asio::io_context ctx;
+    const auto start = sclock::now();
+    asio_wheel::heartbeat hb(ctx, {.ping_after = kPing, .drop_after = kDrop});
+    hb_driver d(hb);
+    ticker input(ctx, kPing / 3, kTouches, [&] { hb.touch(); });
+    stall_probe probe(ctx, kPing / 3 * kTouches + kDrop + 20ms);
+    const auto r = guarded_run(ctx);
+    CHECK_PROMPT(r);
 
-  REQUIRE(input.times().size() == static_cast<std::size_t>(kTouches));
-  REQUIRE(!d.events.empty());
-  CHECK(d.events.back().ev == hb_event::drop);
-  // Never early, whatever the scheduling: each event comes at least its threshold after the
-  // last touch before it.
-  for (const auto& e : d.events) {
-    sclock::time_point last = start;
-    for (const auto t : input.times())
-      if (t < e.at)
-        last = std::max(last, t);
-    CHECK(e.at >= last + (e.ev == hb_event::ping ? kPing : kDrop));
-  }
-  if (input.max_gap(start) < kPing - 20ms) {
+    REQUIRE(input.times().size() == static_cast<std::size_t>(kTouches));
+    REQUIRE(!d.events.empty());
+    CHECK(d.events.back().ev == hb_event::drop);
+    // Never early, whatever the scheduling: each event comes at least its threshold after
+    // the last touch before it.
+    for (const auto& e : d.events) {
+      sclock::time_point last = start;
+      for (const auto t : input.times())
+        if (t < e.at)
+          last = std::max(last, t);
+      CHECK(e.at >= last + (e.ev == hb_event::ping ? kPing : kDrop));
+    }
+    // The input came in time, and the ping was judged before the drop was due.
+    const bool steady =
+        input.max_gap(start) < kPing - 20ms && probe.max_gap() < kDrop - kPing - 10ms;
+    if (!steady && !last_attempt)
+      return false;
     REQUIRE(d.events.size() == 2);
     CHECK(d.events[0].ev == hb_event::ping);
     CHECK(d.events[0].at > input.times().back());
     CHECK(d.events[0].at >= input.times().back() + kPing);
     CHECK(d.events[1].at >= input.times().back() + kDrop);
-  } else {
-    MESSAGE("input gap too long (machine stalled): quietness not asserted");
-  }
-  CHECK_PROMPT(r);
+    return true;
+  });
 }
 
 TEST_CASE("heartbeat: invalid options throw std::invalid_argument") {
@@ -772,30 +822,38 @@ TEST_CASE("heartbeat: cancel(), per-operation cancellation and destruction abort
 }
 
 TEST_CASE("heartbeat: the coroutine loop of the documentation (as_tuple(use_awaitable))") {
-  asio::io_context ctx;
-  std::vector<hb_event> seen;
-  const auto before = sclock::now();
-  sclock::time_point dropped_at{};
-  spawn(ctx, [&]() -> asio::awaitable<void> {
-    asio_wheel::heartbeat hb(co_await asio::this_coro::executor,
-                             {.ping_after = 20ms, .drop_after = 60ms});
-    for (;;) {
-      auto [ec, ev] = co_await hb.async_next(as_tuple(asio::use_awaitable));
-      if (ec)
-        break;
-      seen.push_back(ev);
-      if (ev == hb_event::drop) {
-        dropped_at = sclock::now();
-        break;
+  // The ping needs its judgement before drop_after (see the tests above).
+  until_premise([&](bool last) {
+    asio::io_context ctx;
+    std::vector<hb_event> seen;
+    const auto before = sclock::now();
+    sclock::time_point dropped_at{};
+    spawn(ctx, [&]() -> asio::awaitable<void> {
+      asio_wheel::heartbeat hb(co_await asio::this_coro::executor,
+                               {.ping_after = 20ms, .drop_after = 200ms});
+      for (;;) {
+        auto [ec, ev] = co_await hb.async_next(as_tuple(asio::use_awaitable));
+        if (ec)
+          break;
+        seen.push_back(ev);
+        if (ev == hb_event::drop) {
+          dropped_at = sclock::now();
+          break;
+        }
       }
-    }
+    });
+    stall_probe probe(ctx, 250ms);
+    const auto r = guarded_run(ctx);
+    CHECK_PROMPT(r);
+    REQUIRE(!seen.empty());
+    CHECK(seen.back() == hb_event::drop);
+    CHECK(dropped_at >= before + 200ms);
+    if (probe.max_gap() >= 170ms && !last)
+      return false;
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[0] == hb_event::ping);
+    return true;
   });
-  const auto r = guarded_run(ctx);
-  REQUIRE(seen.size() == 2);
-  CHECK(seen[0] == hb_event::ping);
-  CHECK(seen[1] == hb_event::drop);
-  CHECK(dropped_at >= before + 60ms);
-  CHECK_PROMPT(r);
 }
 
 // =======================================================================================
@@ -917,8 +975,7 @@ TEST_CASE("idle_timer: a range: a lowered factor completes the waits past their 
   run_for(ioc, kStillScaled);
   CHECK(ob.calls == 0);
   scale.set(0.4); // 50 ms: b has been idle 59
-  CHECK(run_until(
-      ioc, [&] { return ob.calls == 1; }, 100ms));
+  CHECK(run_until(ioc, [&] { return ob.calls == 1; }));
   CHECK(ob.at == t0 + 79ms);
   CHECK(ob.ec == kOk);
 }
@@ -1025,8 +1082,7 @@ TEST_CASE("idle_timer: set_timeout() to and from a range while pending") {
   run_for(ioc, kStillScaled);
   CHECK(o.calls == 0);
   scale.set(0.2); // 36 ms: due
-  CHECK(run_until(
-      ioc, [&] { return o.calls == 1; }, 200ms));
+  CHECK(run_until(ioc, [&] { return o.calls == 1; }));
   CHECK(o.at == t0 + 40ms);
   CHECK(o.ec == kOk);
 
@@ -1081,8 +1137,7 @@ TEST_CASE("idle_timer: a range: per-operation cancellation while parked, then a 
   CHECK(run_until(ioc, [&] { return o3.calls == 1; }));
   CHECK(o3.ec == kAborted);
   scale.set(0.1); // 20 ms: due
-  CHECK(run_until(
-      ioc, [&] { return o2.calls == 1; }, 200ms));
+  CHECK(run_until(ioc, [&] { return o2.calls == 1; }));
   CHECK(o2.ec == kOk);
   CHECK(o2.at == t0 + 30ms);
 }
@@ -1127,8 +1182,7 @@ TEST_CASE("heartbeat: ranges: the ping and the drop at their scaled thresholds")
   run_for(ioc, kStillScaled);
   CHECK(events.empty()); // ping at 50 ms
   scale.set(0.25);       // ping at 20 ms, drop at 90 ms
-  CHECK(run_until(
-      ioc, [&] { return events.size() == 1; }, 200ms));
+  CHECK(run_until(ioc, [&] { return events.size() == 1; }));
   CHECK(events[0].first == hb_t::event::ping);
   CHECK(events[0].second == t0 + 30ms);
   clock::set(t0 + 89ms);
@@ -1139,8 +1193,7 @@ TEST_CASE("heartbeat: ranges: the ping and the drop at their scaled thresholds")
   run_for(ioc, kStillScaled);
   CHECK(events.size() == 1);
   scale.set(0.5); // drop at 140 ms: past
-  CHECK(run_until(
-      ioc, [&] { return events.size() == 2; }, 200ms));
+  CHECK(run_until(ioc, [&] { return events.size() == 2; }));
   CHECK(events[1].first == hb_t::event::drop);
   CHECK(events[1].second == t0 + 200ms);
 }

@@ -59,7 +59,21 @@ constexpr auto kRunFor = 1200ms;
 #else
 constexpr auto kRunFor = 800ms;
 #endif
-constexpr auto kPromptAll = 3s; // after the factor is left at 0, for every waiter
+// After the factor is left at 0, for every waiter: a hang guard (each is then due at once),
+// generous for a loaded machine under a sanitizer.
+constexpr auto kPromptAll = 20s;
+// How long a test goes on after kRunFor while what it counts has not happened yet (a loaded
+// machine may have run its threads little meanwhile: the checks ask that things happened, not
+// how fast).
+constexpr auto kPatience = 20s;
+
+// Sleeps for kRunFor, then until `enough()` holds, for at most kPatience more.
+template <class Enough>
+void run_phase(Enough enough) {
+  std::this_thread::sleep_for(kRunFor);
+  for (const auto end = sclock::now() + kPatience; !enough() && sclock::now() < end;)
+    std::this_thread::sleep_for(10ms);
+}
 
 // The factors set, each with a time read before set() and one read after it returned (the
 // store is visible to every thread then: set() releases a lock after it).
@@ -70,6 +84,11 @@ struct factor_log {
   };
   std::mutex mutex;
   std::vector<entry> entries{{sclock::time_point::min(), sclock::time_point::min(), 1.0}};
+
+  std::size_t size() {
+    std::lock_guard lock(mutex);
+    return entries.size();
+  }
 
   void set(asio_wheel::timeout_scale& scale, double f) {
     const auto before = sclock::now();
@@ -191,7 +210,7 @@ TEST_CASE("heartbeat_group: the factor changed from another thread, up and down,
     threads.emplace_back([&] { ioc.run(); });
   std::atomic<bool> stop_setter{false};
   std::thread setter([&] { change_factor(scale, factors, stop_setter); });
-  std::this_thread::sleep_for(kRunFor);
+  run_phase([&] { return factors.size() > 50 && drops.load() > 0 && pings.load() > 0; });
   stop_setter.store(true);
   setter.join();
   // Left at 0: every member is past its minimum, so every member is dropped promptly.
@@ -317,7 +336,7 @@ TEST_CASE("idle_timer and heartbeat: the factor changed from another thread, up 
       std::this_thread::sleep_for(100us);
     }
   });
-  std::this_thread::sleep_for(kRunFor);
+  run_phase([&] { return factors.size() > 50 && idle_events.load() > 0 && hb_events.load() > 0; });
   stop_setter.store(true);
   setter.join();
   stop_touch.store(true);

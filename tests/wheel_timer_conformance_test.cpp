@@ -75,7 +75,7 @@ using namespace std::chrono_literals;
 using namespace asio_wheel::test;
 
 // "Promptly": generous, for a noisy 2-core machine, and still far below kFar.
-constexpr auto kPrompt = 2s;
+constexpr auto kPrompt = 5s;
 
 // Set while this thread is inside a call that must never invoke a handler.
 thread_local bool t_inside_call = false;
@@ -344,24 +344,36 @@ TEST_CASE_TEMPLATE("a wait started after its expiry is pending until it runs: ca
 }
 
 TEST_CASE_TEMPLATE("waits on different timers complete in order of expiry", Timer, TIMER_TYPES) {
-  asio::io_context ioc;
-  // Started latest-first; 6 ms apart, so each is in its own tick of a 1 ms wheel.
-  const int n = 6;
-  std::vector<std::unique_ptr<Timer>> timers;
-  std::vector<outcome> out(n);
-  int seq = 0;
-  const auto base = sclock::now() + 5ms;
-  for (int i = n - 1; i >= 0; --i) {
-    auto t = std::make_unique<Timer>(ioc, base + i * 6ms);
-    t->async_wait(record(out[i], &seq));
-    timers.push_back(std::move(t));
-  }
-  guarded_run(ioc);
-  for (int i = 0; i < n; ++i) {
-    CAPTURE(i);
-    CHECK_SUCCESS_AT(out[i], base + i * 6ms);
-    CHECK(out[i].order == i);
-  }
+  until_premise([&](bool last) {
+    asio::io_context ioc;
+    // Started latest-first; 6 ms apart, so each is in its own tick of a 1 ms wheel.
+    const int n = 6;
+    std::vector<std::unique_ptr<Timer>> timers;
+    std::vector<outcome> out(n);
+    int seq = 0;
+    const auto base = sclock::now() + 5ms;
+    for (int i = n - 1; i >= 0; --i) {
+      auto t = std::make_unique<Timer>(ioc, base + i * 6ms);
+      t->async_wait(record(out[i], &seq));
+      timers.push_back(std::move(t));
+    }
+    // Premise: every wait started before its expiry. (A process stalled past some of them
+    // starts those already due: the wheel files them in the tick it is at, in the order
+    // they were started; README, "Order of simultaneous expiries".)
+    const bool started_in_time = sclock::now() < base;
+    guarded_run(ioc);
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      CHECK_SUCCESS_AT(out[i], base + i * 6ms);
+    }
+    if (!started_in_time && !last)
+      return false;
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      CHECK(out[i].order == i);
+    }
+    return true;
+  });
 }
 
 TEST_CASE_TEMPLATE("several waits on one timer all complete, in the order they were started", Timer,
@@ -582,6 +594,9 @@ TEST_CASE_TEMPLATE("completion order around aborted waits is Asio's", Timer, TIM
     });
     want = "A-ok B1-aborted B2-ok ";
   }
+  // Whether Z ran before b's expiry (this subcase only): a process stalled past it first may
+  // have B completed by a reactor pass that comes before Z, for either timer.
+  bool z_before_b_due = true;
   SUBCASE("a wait aborted after a handler was posted completes after that handler") {
     a.expires_after(kFar);
     a.async_wait(log("A"));
@@ -593,14 +608,23 @@ TEST_CASE_TEMPLATE("completion order around aborted waits is Asio's", Timer, TIM
         log("B")(ec);
         a.cancel();
       });
-      asio::post(ioc, [&] { out += "Z "; });
+      asio::post(ioc, [&] {
+        z_before_b_due = sclock::now() < b.expiry();
+        out += "Z ";
+      });
       c.cancel();
     });
     want = "Z C-aborted B-ok A-aborted ";
   }
   const auto r = guarded_run(ioc);
   CHECK_PROMPT(r);
-  CHECK(out == want);
+  if (z_before_b_due) {
+    CHECK(out == want);
+  } else {
+    MESSAGE("stalled past B's expiry before Z ran: only the order of Z, C and A checked");
+    CHECK(out.find("Z C-aborted") != std::string::npos);
+    CHECK(out.find("B-ok") < out.find("A-aborted"));
+  }
 }
 
 // A batch cut short by io_context::stop() or a throwing handler: what is left of it still
@@ -816,16 +840,27 @@ TEST_CASE_TEMPLATE("cancel_one() aborts the oldest pending wait only", Timer, TI
     CHECK(t.cancel_one() == 1);
     CHECK(t.cancel_one() == 1);
     std::size_t third = 99;
-    asio::post(ioc, [&] { third = t.cancel_one(); });
+    // A process stalled past the expiry before the posted cancel_one() may have the waits
+    // completed by a reactor pass first (for either timer): then it finds none.
+    bool cancelled_before_due = false;
+    asio::post(ioc, [&] {
+      cancelled_before_due = sclock::now() < t.expiry();
+      third = t.cancel_one();
+    });
     guarded_run(ioc);
-    CHECK(third == 1);
     CHECK_ABORTED(o[0]);
     CHECK_ABORTED(o[1]);
-    CHECK_ABORTED(o[2]);
     CHECK(o[0].order == 0);
     CHECK(o[1].order == 1);
-    CHECK(o[2].order == 2);
     CHECK_SUCCESS_AT(o[3], t.expiry());
+    if (cancelled_before_due) {
+      CHECK(third == 1);
+      CHECK_ABORTED(o[2]);
+      CHECK(o[2].order == 2);
+    } else {
+      MESSAGE("stalled past the expiry before the third cancel_one(): not checked");
+      CHECK(o[2].ec == (third == 1 ? kAborted : kOk));
+    }
   }
   CHECK(t.cancel_one() == 0);
 }
@@ -984,18 +1019,27 @@ void per_operation_cancellation_scenarios(asio::cancellation_type_t type) {
     t.async_wait(record(o1, &seq));
     t.async_wait(asio::bind_cancellation_slot(sig.slot(), record(o2, &seq)));
     t.async_wait(record(o3, &seq));
+    // A process stalled past the expiry before the emit may have the waits completed by a
+    // reactor pass first (for either timer): then the emit finds nothing to abort.
+    bool emitted_before_due = false;
     asio::post(ioc, [&] {
+      emitted_before_due = sclock::now() < t.expiry();
       inside_call in;
       sig.emit(type);
       CHECK(o2.calls == 0); // not inside emit()
     });
     guarded_run(ioc);
-    CHECK_ABORTED(o2);
-    CHECK(o2.order == 0);
     CHECK_SUCCESS_AT(o1, t.expiry());
     CHECK_SUCCESS_AT(o3, t.expiry());
-    CHECK(o1.order == 1);
-    CHECK(o3.order == 2);
+    if (emitted_before_due) {
+      CHECK_ABORTED(o2);
+      CHECK(o2.order == 0);
+      CHECK(o1.order == 1);
+      CHECK(o3.order == 2);
+    } else {
+      MESSAGE("stalled past the expiry before the emit: the abort not checked");
+      CHECK(o2.calls == 1);
+    }
   }
   SUBCASE("emitted before run(), on a far wait: run() returns promptly") {
     Timer t(ioc, kFar);
@@ -1194,7 +1238,7 @@ TEST_CASE_TEMPLATE("a handler is never invoked inside async_wait, cancel, cancel
         far.async_wait(h);
         far.cancel();
       }
-      const auto deadline = sclock::now() + 5s;
+      const auto deadline = sclock::now() + kWatchdog;
       while (a_done < 101 && sclock::now() < deadline)
         std::this_thread::sleep_for(1ms);
       CHECK(a_done == 101);
@@ -1339,7 +1383,7 @@ namespace {
 // ends anyway) so that the test fails instead of hanging. f owns everything it uses
 // (shared_ptr captures) and catches its own exceptions.
 template <class F>
-bool returns_within(F f, sclock::duration limit = 5s) {
+bool returns_within(F f, sclock::duration limit = kWatchdog) {
   auto done = std::make_shared<std::promise<void>>();
   auto fut = done->get_future();
   std::thread th([f = std::move(f), done]() mutable {
@@ -1377,7 +1421,7 @@ TEST_CASE_TEMPLATE("wait() and wait(ec) block until the expiry", Timer, TIMER_TY
         res->exception = e.what();
       }
     });
-    CHECK_MESSAGE(returned, "wait() on a timer 5 ms away did not return within 5 s");
+    CHECK_MESSAGE(returned, "wait() on a timer 5 ms away did not return within the watchdog");
     if (!returned)
       return;
     CHECK(res->exception == "");
@@ -1389,7 +1433,7 @@ TEST_CASE_TEMPLATE("wait() and wait(ec) block until the expiry", Timer, TIMER_TY
       t->wait(res->ec);
       res->returned_at = sclock::now();
     });
-    CHECK_MESSAGE(returned, "wait(ec) on a timer 5 ms away did not return within 5 s");
+    CHECK_MESSAGE(returned, "wait(ec) on a timer 5 ms away did not return within the watchdog");
     if (!returned)
       return;
     CHECK(res->ec == kOk);
@@ -1410,7 +1454,7 @@ TEST_CASE_TEMPLATE("wait() and wait(ec) block until the expiry", Timer, TIMER_TY
         res->exception = e.what();
       }
     });
-    CHECK_MESSAGE(returned, "wait() on an expired timer did not return within 5 s");
+    CHECK_MESSAGE(returned, "wait() on an expired timer did not return within the watchdog");
     if (!returned)
       return;
     CHECK(res->exception == "");
@@ -1424,7 +1468,7 @@ TEST_CASE_TEMPLATE("wait() and wait(ec) block until the expiry", Timer, TIMER_TY
       t->wait(res->ec);
       res->returned_at = sclock::now();
     });
-    CHECK_MESSAGE(returned, "wait(ec) on a timer 5 ms away did not return within 5 s");
+    CHECK_MESSAGE(returned, "wait(ec) on a timer 5 ms away did not return within the watchdog");
     if (!returned)
       return;
     CHECK(o.calls == 0);
@@ -1556,7 +1600,7 @@ TEST_CASE_TEMPLATE("completion token: use_future, io_context run by another thre
   run_report r;
   std::thread th([&] { r = guarded_run(ioc); });
 
-  const bool ready1 = f1.wait_for(5s) == std::future_status::ready;
+  const bool ready1 = f1.wait_for(kWatchdog) == std::future_status::ready;
   CHECK(ready1);
   if (ready1) {
     CHECK_NOTHROW(f1.get());
@@ -1564,7 +1608,7 @@ TEST_CASE_TEMPLATE("completion token: use_future, io_context run by another thre
   }
   // `far` is touched by this thread only; its handler (the promise) does not touch it.
   CHECK(far.cancel() == 1);
-  const bool ready2 = f2.wait_for(5s) == std::future_status::ready;
+  const bool ready2 = f2.wait_for(kWatchdog) == std::future_status::ready;
   CHECK(ready2);
   if (ready2) {
     asio::error_code code;
@@ -1863,12 +1907,14 @@ TEST_CASE_TEMPLATE("destroying the io_context destroys pending handlers without 
   int invoked = 0;
   std::vector<std::weak_ptr<Timer>> weak;
   const int n = 6;
+  sclock::time_point made{};
   {
     auto ioc = std::make_unique<asio::io_context>();
     {
       // Each handler owns its timer (the documented way to tie lifetimes to operations)
       // and a token that counts its destruction.
       const typename Timer::duration expiries[n] = {kFar, kFar, -1s, 0ms, 900ms, 1h};
+      made = sclock::now(); // no expiry is earlier than made + its duration
       for (int i = 0; i < n; ++i) {
         auto t = std::make_shared<Timer>(*ioc, expiries[i]);
         weak.push_back(t);
@@ -1881,8 +1927,15 @@ TEST_CASE_TEMPLATE("destroying the io_context destroys pending handlers without 
         CHECK_FALSE(w.expired());
     }
     SUBCASE("after running for a while") {
-      // The already-due waits (2 and 3) complete here; the others stay pending.
+      // The already-due waits (2 and 3) complete here; the others stay pending (the nearest,
+      // 900 ms, unless the process stalls that long: then that run is not judged).
+      for (const auto end = sclock::now() + kWatchdog; invoked < 2 && sclock::now() < end;)
+        ioc->run_one_for(10ms);
       ioc->run_for(20ms);
+      if (sclock::now() >= made + 900ms) {
+        MESSAGE("stalled for 900 ms: not checked");
+        return;
+      }
       CHECK(invoked == 2);
       CHECK(destroyed == 2);
       CHECK(weak[2].expired());
@@ -2110,7 +2163,7 @@ TEST_CASE_TEMPLATE("timers work on a thread_pool executor", Timer, TIMER_TYPES) 
   far.async_wait([&](asio::error_code ec) { p2.set_value({ec, sclock::now()}); });
   auto f1 = p1.get_future();
   auto f2 = p2.get_future();
-  const bool ready1 = f1.wait_for(5s) == std::future_status::ready;
+  const bool ready1 = f1.wait_for(kWatchdog) == std::future_status::ready;
   CHECK(ready1);
   if (ready1) {
     auto [ec, at] = f1.get();
@@ -2118,7 +2171,7 @@ TEST_CASE_TEMPLATE("timers work on a thread_pool executor", Timer, TIMER_TYPES) 
     CHECK(at >= exp);
   }
   CHECK(far.cancel() == 1);
-  const bool ready2 = f2.wait_for(5s) == std::future_status::ready;
+  const bool ready2 = f2.wait_for(kWatchdog) == std::future_status::ready;
   CHECK(ready2);
   if (ready2)
     CHECK(f2.get().first == kAborted);

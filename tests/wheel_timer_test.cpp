@@ -50,7 +50,7 @@ using namespace asio_wheel::test;
 using asio_wheel::wheel_timer;
 
 // "Promptly": generous for a noisy 2-core machine, still far below kFar.
-constexpr auto kPrompt = 2s;
+constexpr auto kPrompt = 5s;
 // Scheduling noise allowed on top of one tick: the machine is a noisy 2-core box, maybe
 // under a sanitizer.
 constexpr auto kNoise = 200ms;
@@ -286,14 +286,37 @@ TEST_CASE("set_tick with a different value after the wheel has been used throws 
 // Precision
 // =======================================================================================
 
+namespace {
+
+// Measures `n` waits of a wheel_timer with expiries over `span` on a fresh context whose tick
+// is `tick` (zero: the default) and checks each run: every wait completes with success,
+// none early, and the latest is less than `bound` late. A loaded machine that stalls the
+// process makes every wait due meanwhile late by the stall: a run late beyond `bound` is
+// measured again (until_premise), as a wheel late by design is late in every run.
+void check_precision(const char* what, sclock::duration tick, std::size_t n, sclock::duration span,
+                     unsigned seed, sclock::duration bound) {
+  until_premise([&](bool last) {
+    asio::io_context ioc;
+    if (tick != sclock::duration::zero())
+      wheel_timer::set_tick(ioc, tick);
+    const auto s = measure<wheel_timer>(ioc, n, span, seed);
+    MESSAGE(describe(what, s));
+    CHECK(s.not_ok == 0);
+    CHECK_MESSAGE(s.early == 0, "earliest completion " << to_ms(s.worst_early) << " ms");
+    if (s.max >= bound && !last)
+      return false;
+    CHECK(s.max < bound);
+    return true;
+  });
+}
+
+} // namespace
+
 TEST_CASE("precision: 2000 waits over 300 ms are never early, and late by about a tick") {
-  asio::io_context ioc;
-  const auto tick = wheel_timer::tick(ioc);
-  const auto s = measure<wheel_timer>(ioc, 2000, 300ms);
-  MESSAGE(describe("wheel_timer, tick 1 ms", s));
-  CHECK(s.not_ok == 0);
-  CHECK_MESSAGE(s.early == 0, "earliest completion " << to_ms(s.worst_early) << " ms");
-  CHECK(s.max < tick + kNoise);
+  asio::io_context fresh;
+  const auto tick = wheel_timer::tick(fresh); // the default
+  check_precision("wheel_timer, tick 1 ms", sclock::duration::zero(), 2000, 300ms, 20240601,
+                  tick + kNoise);
 
   asio::io_context ref;
   const auto rs = measure<asio::steady_timer>(ref, 2000, 300ms);
@@ -301,56 +324,45 @@ TEST_CASE("precision: 2000 waits over 300 ms are never early, and late by about 
 }
 
 TEST_CASE("precision: coarse tick (20 ms): never early, late by at most a tick plus noise") {
-  asio::io_context ioc;
-  wheel_timer::set_tick(ioc, 20ms);
-  const auto s = measure<wheel_timer>(ioc, 400, 300ms, 7);
-  MESSAGE(describe("wheel_timer, tick 20 ms", s));
-  CHECK(s.not_ok == 0);
-  CHECK_MESSAGE(s.early == 0, "earliest completion " << to_ms(s.worst_early) << " ms");
-  CHECK(s.max < 20ms + kNoise);
+  check_precision("wheel_timer, tick 20 ms", 20ms, 400, 300ms, 7, 20ms + kNoise);
 }
 
 TEST_CASE("precision: fine tick (10 us), waits crossing several wheel levels") {
   // 64 ticks per level: 640 us, 41 ms, 2.6 s. Waits up to 300 ms cascade from level 2.
-  asio::io_context ioc;
-  wheel_timer::set_tick(ioc, 10us);
-  const auto s = measure<wheel_timer>(ioc, 600, 300ms, 99);
-  MESSAGE(describe("wheel_timer, tick 10 us", s));
-  CHECK(s.not_ok == 0);
-  CHECK_MESSAGE(s.early == 0, "earliest completion " << to_ms(s.worst_early) << " ms");
-  CHECK(s.max < kNoise);
+  check_precision("wheel_timer, tick 10 us", 10us, 600, 300ms, 99, kNoise);
 }
 
 TEST_CASE("precision: 1 ns tick") {
-  asio::io_context ioc;
-  wheel_timer::set_tick(ioc, 1ns);
-  const auto s = measure<wheel_timer>(ioc, 300, 50ms, 3);
-  MESSAGE(describe("wheel_timer, tick 1 ns", s));
-  CHECK(s.not_ok == 0);
-  CHECK_MESSAGE(s.early == 0, "earliest completion " << to_ms(s.worst_early) << " ms");
-  CHECK(s.max < kNoise);
+  check_precision("wheel_timer, tick 1 ns", 1ns, 300, 50ms, 3, kNoise);
 }
 
 TEST_CASE("an expiry that has passed completes within about a tick, even with a coarse tick") {
-  asio::io_context ioc;
-  wheel_timer::set_tick(ioc, 100ms);
-  wheel_timer first(ioc, 1ms); // puts the wheel to work
-  outcome o1;
-  first.async_wait(record(o1));
-  guarded_run(ioc);
-  CHECK(o1.calls == 1);
-  CHECK(o1.at >= first.expiry());
-  CHECK(o1.at - first.expiry() < 100ms + kNoise);
+  // A stalled process makes a completion late by the stall: a late run is tried again.
+  until_premise([&](bool last) {
+    asio::io_context ioc;
+    wheel_timer::set_tick(ioc, 100ms);
+    wheel_timer first(ioc, 1ms); // puts the wheel to work
+    outcome o1;
+    first.async_wait(record(o1));
+    guarded_run(ioc);
+    CHECK(o1.calls == 1);
+    CHECK(o1.at >= first.expiry());
 
-  wheel_timer past(ioc, sclock::now() - 1s);
-  outcome o2;
-  const auto t0 = sclock::now();
-  past.async_wait(record(o2));
-  ioc.restart();
-  guarded_run(ioc);
-  CHECK(o2.calls == 1);
-  CHECK(o2.ec == kOk);
-  CHECK(o2.at - t0 < 100ms + kNoise);
+    wheel_timer past(ioc, sclock::now() - 1s);
+    outcome o2;
+    const auto t0 = sclock::now();
+    past.async_wait(record(o2));
+    ioc.restart();
+    guarded_run(ioc);
+    CHECK(o2.calls == 1);
+    CHECK(o2.ec == kOk);
+    const bool in_time = o1.at - first.expiry() < 100ms + kNoise && o2.at - t0 < 100ms + kNoise;
+    if (!in_time && !last)
+      return false;
+    CHECK(o1.at - first.expiry() < 100ms + kNoise);
+    CHECK(o2.at - t0 < 100ms + kNoise);
+    return true;
+  });
 }
 
 TEST_CASE("more expiries in one tick than one driver turn handles: all complete") {
@@ -530,45 +542,62 @@ TEST_CASE("an earlier wait re-arms the driver; a cancelled earlier wait does not
 // =======================================================================================
 
 TEST_CASE("re-armed for later again and again: completes at the last expiry, never before") {
-  asio::io_context ioc;
-  wheel_timer t(ioc, 20ms);
-  outcome first;
-  t.async_wait(record(first));
-  int rearms = 0;
-  std::vector<outcome> rounds(5);
-  // Every 10 ms, push the expiry 25 ms further: the entry stays at its first tick and is
-  // filed again each time that tick comes, never completing early.
-  wheel_timer pacer(ioc);
-  std::function<void(asio::error_code)> step = [&](asio::error_code) {
-    if (rearms == 5)
-      return;
-    t.expires_after(25ms);
-    t.async_wait(record(rounds[rearms++]));
+  until_premise([&](bool last) {
+    asio::io_context ioc;
+    wheel_timer t(ioc, 20ms);
+    outcome first;
+    t.async_wait(record(first));
+    int rearms = 0;
+    std::vector<outcome> rounds(5);
+    // Whether every re-arm came before the expiry it replaced (a stalled process may come
+    // after it: then that wait has completed, rightly, and the scenario is tried again).
+    bool rearmed_in_time = true;
+    // Every 10 ms, push the expiry 25 ms further: the entry stays at its first tick and is
+    // filed again each time that tick comes, never completing early.
+    wheel_timer pacer(ioc);
+    std::function<void(asio::error_code)> step = [&](asio::error_code) {
+      if (rearms == 5)
+        return;
+      rearmed_in_time = rearmed_in_time && sclock::now() < t.expiry();
+      t.expires_after(25ms);
+      t.async_wait(record(rounds[rearms++]));
+      pacer.expires_after(10ms);
+      pacer.async_wait(step);
+    };
     pacer.expires_after(10ms);
     pacer.async_wait(step);
-  };
-  pacer.expires_after(10ms);
-  pacer.async_wait(step);
-  const auto r = guarded_run(ioc);
-  CHECK_PROMPT(r);
-  CHECK(first.ec == kAborted);
-  for (std::size_t i = 0; i + 1 < rounds.size(); ++i)
-    CHECK_ABORTED(rounds[i]);
-  CHECK_SUCCESS_AT(rounds.back(), t.expiry());
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK_SUCCESS_AT(rounds.back(), t.expiry());
+    if (!rearmed_in_time && !last)
+      return false;
+    CHECK(rearmed_in_time);
+    CHECK(first.ec == kAborted);
+    for (std::size_t i = 0; i + 1 < rounds.size(); ++i)
+      CHECK_ABORTED(rounds[i]);
+    return true;
+  });
 }
 
 TEST_CASE("re-armed for earlier than where it was filed: completes at the earlier expiry") {
-  asio::io_context ioc;
-  wheel_timer t(ioc, 2s);
-  outcome o1, o2;
-  t.async_wait(record(o1));
-  t.expires_after(10ms); // the entry must move: its old tick is later
-  t.async_wait(record(o2));
-  const auto r = guarded_run(ioc);
-  CHECK_PROMPT(r);
-  CHECK(o1.ec == kAborted);
-  CHECK_SUCCESS_AT(o2, t.expiry());
-  CHECK(o2.at < t.expiry() + 1s);
+  // Left at its old tick it would complete 2 s in; a stalled process makes it late too, so
+  // a late run is tried again.
+  until_premise([&](bool last) {
+    asio::io_context ioc;
+    wheel_timer t(ioc, 2s);
+    outcome o1, o2;
+    t.async_wait(record(o1));
+    t.expires_after(10ms); // the entry must move: its old tick is later
+    t.async_wait(record(o2));
+    const auto r = guarded_run(ioc);
+    CHECK_PROMPT(r);
+    CHECK(o1.ec == kAborted);
+    CHECK_SUCCESS_AT(o2, t.expiry());
+    if (o2.at >= t.expiry() + 1s && !last)
+      return false;
+    CHECK(o2.at < t.expiry() + 1s);
+    return true;
+  });
 }
 
 TEST_CASE("an entry left in the wheel by a cancellation: destroyed, moved or assigned over") {
@@ -685,16 +714,27 @@ void moved_cancellation_scenarios(asio::cancellation_type_t type) {
     for (int i = 0; i < 50; ++i)
       vec.emplace_back(ioc);
   }
+  // When the wait with the slot is due (kFar but in the next subcase).
+  sclock::time_point due = sclock::time_point::max();
   SUBCASE("moved, with a second wait without slot that must still succeed") {
     wheel_timer a(ioc, 30ms);
+    due = a.expiry();
     a.async_wait(asio::bind_cancellation_slot(sig.slot(), record(o)));
     a.async_wait(record(other));
     keep = std::make_unique<wheel_timer>(std::move(a));
   }
-  asio::post(ioc, [&] { sig.emit(type); });
+  // A process stalled past `due` before the emit may have completed the wait, rightly.
+  bool emitted_before_due = false;
+  asio::post(ioc, [&] {
+    emitted_before_due = sclock::now() < due;
+    sig.emit(type);
+  });
   const auto r = guarded_run(ioc);
   CHECK_PROMPT(r);
-  CHECK_ABORTED(o);
+  if (emitted_before_due)
+    CHECK_ABORTED(o);
+  else
+    CHECK(o.calls == 1);
   if (other.calls) {
     CHECK(other.calls == 1);
     CHECK(other.ec == kOk);

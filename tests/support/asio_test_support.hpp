@@ -22,7 +22,9 @@
 //   * outcome, record() and record_read(): what a completion handler saw, and when;
 //   * the CHECK_* macros on those, and CHECK_TRAIT;
 //   * spawn() for coroutines, what_of() for an exception_ptr, life_token;
-//   * ticker: a callback every period, on an asio::steady_timer (activity for idle tests).
+//   * ticker: a callback every period, on an asio::steady_timer (activity for idle tests);
+//   * until_premise() and stall_probe: a timing premise that a stalled machine may break,
+//     checked, and the scenario tried again when it did not hold.
 //
 // Everything is in asio_wheel::test. The macros name kOk and kAborted in full, but "prompt"
 // is a property of each suite, not of this header: CHECK_PROMPT, CHECK_SUCCESS_PROMPTLY_AT
@@ -135,9 +137,13 @@ using namespace std::chrono_literals;
 using sclock = std::chrono::steady_clock;
 
 // A wait this far away must never be what ends a test: run() has to return long before.
-inline constexpr auto kFar = 10s;
-// The default watchdog: any io_context run that takes longer than this is stopped.
-inline constexpr auto kWatchdog = 8s;
+// Far beyond every suite's kPrompt (at most 5 s), so that "promptly" can tell the two apart
+// however long a loaded machine (CI, sanitizers) stalls the test.
+inline constexpr auto kFar = 60s;
+// The default watchdog: any io_context run that takes longer than this is stopped. It only
+// turns a hang into a failure, so it is generous: a run of a few milliseconds' work may take
+// seconds under TSan on a loaded 2-core machine.
+inline constexpr auto kWatchdog = 30s;
 
 inline const asio::error_code kOk{};
 inline const asio::error_code kAborted = asio::error::operation_aborted;
@@ -313,6 +319,72 @@ private:
   int returned_ = 0;
   int returned_by_themselves_ = 0;
   sclock::time_point all_returned_at_{};
+};
+
+// ---------------------------------------------------------------------------------------------
+// Timing premises on a loaded machine.
+// ---------------------------------------------------------------------------------------------
+
+// A test on the real clock often needs a premise that only a stalled process breaks: a wait
+// 20 ms ahead is still pending when a posted function runs, a turn comes before drop_after.
+// CI machines stall a process for seconds (and ASan/TSan slow it down), so such a test
+// checks the premise with clock reads (or a stall_probe) and asserts strictly only when it
+// held. until_premise() runs the scenario again when it did not, so that it is asserted in
+// (nearly) every run: `attempt(last)` returns false to be tried again (premise broken, checks
+// skipped); on the last of `attempts` calls it must assert whatever happened, so a premise
+// that never holds still fails.
+inline constexpr int kPremiseAttempts = 5;
+
+template <class Attempt>
+void until_premise(Attempt attempt, int attempts = kPremiseAttempts) {
+  for (int i = 1; i <= attempts; ++i) {
+    if (attempt(i == attempts))
+      return;
+    MESSAGE("attempt " << i << " of " << attempts
+                       << ": the machine stalled and broke the timing premise; trying again");
+  }
+}
+
+// Measures how long a context goes without running a handler: an asio::steady_timer (not the
+// wheel under test) on `where` (a context, or an executor such as the strand of the handlers
+// whose timing matters) that fires every `period` for `span` from its construction, and
+// records the longest gap between two of its handlers (from construction on). A gap shorter
+// than a premise's margin proves that no handler there was held back that long within the
+// span. It keeps run() going for the span.
+class stall_probe {
+public:
+  template <class ContextOrExecutor>
+  stall_probe(ContextOrExecutor& where, sclock::duration span, sclock::duration period = 2ms)
+      : timer_(where), period_(period), last_(sclock::now()), end_(last_ + span) {
+    arm();
+  }
+  // The longest time between two handlers of the probe (and since its construction).
+  sclock::duration max_gap() const { return max_gap_; }
+  // Whether the span has been watched to its end.
+  bool done() const { return done_; }
+
+private:
+  void arm() {
+    timer_.expires_after(period_);
+    timer_.async_wait([this](asio::error_code ec) {
+      if (ec)
+        return;
+      const auto now = sclock::now();
+      max_gap_ = std::max(max_gap_, now - last_);
+      last_ = now;
+      if (now < end_)
+        arm();
+      else
+        done_ = true;
+    });
+  }
+
+  asio::steady_timer timer_;
+  sclock::duration period_;
+  sclock::time_point last_;
+  sclock::time_point end_;
+  sclock::duration max_gap_{};
+  bool done_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -32,23 +32,44 @@ using frozen_clock = manual_clock<Tag, std::chrono::nanoseconds, true>;
 inline constexpr std::chrono::nanoseconds frozen_start = std::chrono::hours(1);
 inline constexpr std::chrono::milliseconds frozen_still = std::chrono::milliseconds(20);
 
-// Runs `ioc` until `pred()` holds, for at most `limit` of real time; returns pred().
+// How long run_until() waits at most by default: it only turns a hang into a failure (on a
+// frozen clock what pred() waits for needs a few turns, not time), so it is generous for a
+// loaded machine under a sanitizer.
+inline constexpr std::chrono::seconds frozen_patience = std::chrono::seconds(30);
+// The turns run_until() runs at least, however late the process is scheduled: with the clock
+// frozen, a step is seen by the next turn or two, and a stall past `limit` before the first
+// turn must not leave it unseen.
+inline constexpr int frozen_min_turns = 3;
+
+// Runs `ioc` until `pred()` holds, for at most `limit` of real time but at least
+// frozen_min_turns turns; returns pred(). Adds the number of handlers run to `*handlers`.
 template <typename Pred>
 bool run_until(asio::io_context& ioc, Pred pred,
-               std::chrono::steady_clock::duration limit = std::chrono::seconds(3)) {
+               std::chrono::steady_clock::duration limit = frozen_patience,
+               std::size_t* handlers = nullptr) {
   const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred() && std::chrono::steady_clock::now() < end) {
+  for (int turns = 0;
+       !pred() && (turns < frozen_min_turns || std::chrono::steady_clock::now() < end); ++turns) {
     ioc.restart();
-    if (ioc.run_for(std::chrono::milliseconds(1)) == 0)
+    // poll() first: run_for() runs nothing if its 1 ms has passed before it starts.
+    std::size_t n = ioc.poll();
+    if (!pred())
+      n += ioc.run_for(std::chrono::milliseconds(1));
+    if (handlers != nullptr)
+      *handlers += n;
+    if (n == 0)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   return pred();
 }
 
-// Runs `ioc` for `d` of real time.
-inline void run_for(asio::io_context& ioc, std::chrono::steady_clock::duration d) {
+// Runs `ioc` for `d` of real time (and at least frozen_min_turns turns); returns the number
+// of handlers run.
+inline std::size_t run_for(asio::io_context& ioc, std::chrono::steady_clock::duration d) {
+  std::size_t handlers = 0;
   run_until(
-      ioc, [] { return false; }, d);
+      ioc, [] { return false; }, d, &handlers);
+  return handlers;
 }
 
 // Runs the handlers that are ready now: "the next turn" of a context with one thread.
