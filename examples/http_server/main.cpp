@@ -71,10 +71,10 @@
 //   --pressure-rss SIZE the same at a resident memory of SIZE (a number of MB, or with a
 //                       unit: 512M, 2G; default 0: no limit).
 //   --duration T        stop by itself after T (default: run until SIGINT or SIGTERM).
-//   --smoke             start the server in-process on an ephemeral port (idle timeout 300 ms,
-//                       request deadline 500 ms) and run a built-in client against it: keep-
+//   --smoke             start the server in-process on an ephemeral port (idle timeout 1 s,
+//                       request deadline 1.5 s) and run a built-in client against it: keep-
 //                       alive requests, pipelining, HEAD, 404/405/400, Connection: close, an
-//                       idle connection (closed within idle-timeout + 1 s), a slowloris (a
+//                       idle connection (closed within idle-timeout + 2 s), a slowloris (a
 //                       header byte every 100 ms; closed by the request deadline), concurrent
 //                       clients; for both timers, with 1 and 2 threads. Exits 0 if every
 //                       outcome was the expected one. Prints the fd count and RSS.

@@ -74,9 +74,12 @@ long rss_kb() {
   return -1;
 }
 
-constexpr clock_type::duration idle_timeout = 300ms;
-constexpr clock_type::duration request_timeout = 500ms;
-constexpr clock_type::duration slack = 1s;    // how late a close may be and still pass
+// Long enough that a client stalled between two requests (a loaded machine, sanitizers) is
+// not taken for an idle one: the checks are of the outcomes, and a close's own lateness is
+// measured by the server (idle_late, deadline_late).
+constexpr clock_type::duration idle_timeout = 1s;
+constexpr clock_type::duration request_timeout = 1500ms;
+constexpr clock_type::duration slack = 2s;    // how late a close may be and still pass
 constexpr clock_type::duration io_limit = 3s; // any single client operation
 
 struct checks {
@@ -250,7 +253,7 @@ awaitable<void> idle_silent(tcp::endpoint ep, checks& c) {
   std::printf("  [%s] silent connection closed after %lld ms (idle timeout %lld ms)\n",
               c.label.c_str(), to_ms(closed.after), to_ms(idle_timeout));
   c.expect(closed.closed && closed.after >= idle_timeout && closed.after <= idle_timeout + slack,
-           "a silent connection is closed within [idle timeout, idle timeout + 1 s]");
+           "a silent connection is closed within [idle timeout, idle timeout + 2 s]");
 }
 
 // A connection that makes one request, then idles: closed by the idle timeout.
@@ -272,7 +275,7 @@ awaitable<void> idle_after_request(tcp::endpoint ep, checks& c) {
   // answer: allow for that at the low end (the server itself checks it is never early).
   c.expect(closed.closed && closed.after >= idle_timeout / 2 &&
                closed.after <= idle_timeout + slack,
-           "an idle keep-alive connection is closed within idle timeout + 1 s");
+           "an idle keep-alive connection is closed within idle timeout + 2 s");
 }
 
 // Sends one header byte every 100 ms, forever; ends only by cancellation.
@@ -308,7 +311,7 @@ awaitable<void> slowloris(tcp::endpoint ep, checks& c) {
   c.expect(!closed.got_data, "slowloris: no response to an unfinished request");
   c.expect(closed.closed && closed.after >= request_timeout &&
                closed.after <= request_timeout + slack,
-           "slowloris is closed within [request deadline, request deadline + 1 s]");
+           "slowloris is closed within [request deadline, request deadline + 2 s]");
 }
 
 // A slow reader: asks for /big with a tiny receive buffer and does not read. The write of
@@ -474,7 +477,7 @@ bool run(timer_kind kind, unsigned threads) {
 // Pressure (pressure.hpp): a limit of 8 connections. 6 silent connections are accepted at
 // factor 1; 2 more reach the limit and the factor falls to 0; then 2 more are opened. With
 // the wheel's idle timers (idle timeout 100 ms..10 s, pressure checked every 100 ms), the 8
-// are shed within 2 s (which relieves the pressure: the 2 that come after may then get a
+// are shed within 4 s (which relieves the pressure: the 2 that come after may then get a
 // longer timeout again); with steady_timers, the 8 accepted at factor 1 keep the 10 s they
 // were armed with, the pressure stays, and the 2 opened after the fall get the short
 // timeout. Once every connection is gone, the factor comes back to 1.
@@ -507,7 +510,7 @@ bool run_pressure(timer_kind kind) {
           asio::co_spawn(
               ex,
               [&, i]() -> awaitable<void> {
-                const close_seen seen = co_await wait_for_close(*socks[i], clock_type::now(), 2s);
+                const close_seen seen = co_await wait_for_close(*socks[i], clock_type::now(), 4s);
                 if (seen.closed)
                   ++closed;
                 --watching;
@@ -548,12 +551,12 @@ bool run_pressure(timer_kind kind) {
       asio::detached);
   client.run();
 
-  std::printf("  [%s] shed within 2 s: %d of %zu connections accepted before the factor fell, "
+  std::printf("  [%s] shed within 4 s: %d of %zu connections accepted before the factor fell, "
               "%d of %zu after\n",
               c.label.c_str(), closed_before, before, closed_after, after);
   if (kind == timer_kind::wheel) {
     c.expect(closed_before == static_cast<int>(before),
-             "wheel: the idle connections accepted before the fall are shed within 2 s");
+             "wheel: the idle connections accepted before the fall are shed within 4 s");
   } else {
     c.expect(closed_before == 0, "steady: the connections armed before the fall keep their 10 s");
     c.expect(closed_after == static_cast<int>(after),
