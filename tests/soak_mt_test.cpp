@@ -562,10 +562,12 @@ void run_soak(const std::string& name) {
       stats.stopping = true;
       for (auto& t : foreign)
         t.join();
+      // Drained once inflight has been seen at zero: an issue() from a handler after that
+      // (see there) raises it for a moment and lowers it again without posting anything, so
+      // a second read could see that 1 (it did, under TSan on a loaded machine).
       const auto drain_deadline = sclock::now() + cfg.wind_down_limit;
-      while (stats.inflight.load() != 0 && sclock::now() < drain_deadline)
+      while (!(drained = stats.inflight.load() == 0) && sclock::now() < drain_deadline)
         std::this_thread::sleep_for(1ms);
-      drained = stats.inflight.load() == 0;
       cancelled = drained && s.cancel_everything(cfg.wind_down_limit);
       const auto t0 = sclock::now();
       run.join(cancelled ? cfg.prompt : 1s);
