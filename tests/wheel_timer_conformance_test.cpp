@@ -629,7 +629,9 @@ TEST_CASE_TEMPLATE("completion order around aborted waits is Asio's", Timer, TIM
 
 // A batch cut short by io_context::stop() or a throwing handler: what is left of it still
 // completes before a later wait of one of its timers (found by review: the next wait, due
-// in the next turn, completed first).
+// in the next turn, completed first). 70 other timers' waits stand between X and T in the
+// batch: wheel_timer looks for stop() once per 64 handlers of a batch (README, "Batched
+// completions"), so the cut falls between them; a throw cuts at once.
 TEST_CASE_TEMPLATE("a timer's wait left in a batch cut short completes before its next wait", Timer,
                    TIMER_TYPES) {
   asio::io_context ioc;
@@ -639,7 +641,16 @@ TEST_CASE_TEMPLATE("a timer's wait left in a batch cut short completes before it
       out += std::string(name) + (ec ? "-aborted " : "-ok ");
     };
   };
+  constexpr int fillers = 70;
   Timer x(ioc), t(ioc);
+  std::vector<std::unique_ptr<Timer>> fill;
+  int filled = 0;
+  for (int i = 0; i < fillers; ++i)
+    fill.push_back(std::make_unique<Timer>(ioc));
+  const auto wait_fillers = [&] {
+    for (auto& f : fill)
+      f->async_wait([&filled](const asio::error_code&) { ++filled; });
+  };
   std::string want;
   const auto cut = [&](bool by_throw) {
     // Starts t's next wait, already due, and cuts the batch.
@@ -652,33 +663,42 @@ TEST_CASE_TEMPLATE("a timer's wait left in a batch cut short completes before it
       ioc.stop();
     };
   };
+  const auto cancel_in_order = [&] {
+    x.cancel();
+    for (auto& f : fill)
+      f->cancel();
+    t.cancel();
+  };
   SUBCASE("a drain of aborted waits, stopped") {
     x.expires_after(kFar);
     x.async_wait(cut(false));
+    for (auto& f : fill)
+      f->expires_after(kFar);
+    wait_fillers();
     t.expires_after(kFar);
     t.async_wait(log("T1"));
-    asio::post(ioc, [&] {
-      x.cancel();
-      t.cancel();
-    });
+    asio::post(ioc, cancel_in_order);
     want = "X-aborted | T1-aborted T2-ok | | ";
   }
   SUBCASE("a drain of aborted waits, a handler throws") {
     x.expires_after(kFar);
     x.async_wait(cut(true));
+    for (auto& f : fill)
+      f->expires_after(kFar);
+    wait_fillers();
     t.expires_after(kFar);
     t.async_wait(log("T1"));
-    asio::post(ioc, [&] {
-      x.cancel();
-      t.cancel();
-    });
+    asio::post(ioc, cancel_in_order);
     want = "X-aborted ! T1-aborted T2-ok | | ";
   }
   SUBCASE("an expiry turn, stopped") {
     const auto at = sclock::now() + 5ms;
     x.expires_at(at);
+    for (auto& f : fill)
+      f->expires_at(at);
     t.expires_at(at);
     x.async_wait(cut(false));
+    wait_fillers();
     t.async_wait(log("T1"));
     want = "X-ok | T1-ok T2-ok | | ";
   }
@@ -692,6 +712,7 @@ TEST_CASE_TEMPLATE("a timer's wait left in a batch cut short completes before it
     ioc.restart();
   }
   CHECK(out == want);
+  CHECK(filled == fillers);
 }
 
 TEST_CASE_TEMPLATE("run() returns once a due wait completes after the far one was cancelled", Timer,

@@ -162,11 +162,23 @@ private:
   std::uint64_t run_length_ = 0;
 };
 
-// Completes a batch of waits, in order, without the lock. io_context::stop() from a handler
-// of the batch: the batch stops after that handler, as run() would return with one
-// scheduler operation per handler. What is left of the batch then, or after a handler
-// throws (before the exception propagates), goes to `requeue(rest)`, which puts it back at
-// the front of the ready queue and posts a drain: nothing is lost.
+// How many handlers of a batch run between two looks at io_context::stopped(): stop()
+// ends a batch within that many handlers after it. Asio's stopped() takes the scheduler's
+// mutex (1.22 to 1.38 alike); asked before every handler, it cost 66 instructions per
+// completion on one thread, and on a context run by several threads it made every
+// completion of every thread take that one mutex, the limit of their throughput (see
+// docs/completion_path.md, "stop() inside a batch"). One look per 64 handlers is a lock per
+// 64 completions, and a long batch (an expiry turn takes up to 4096 waits, a drain every
+// wait aborted since the last) still ends soon after a stop() from another thread.
+inline constexpr unsigned stop_check_interval = 64;
+
+// Completes a batch of waits, in order, without the lock. io_context::stop(), from a handler
+// of the batch or from another thread: the batch stops before its next handler whose index
+// is a multiple of stop_check_interval (Asio's timer, with one scheduler operation per
+// handler, stops right after the handler that called it; see README, "Batched
+// completions"). What is left of the batch then, or after a handler throws (before the
+// exception propagates), goes to `requeue(rest)`, which puts it back at the front of the
+// ready queue and posts a drain: nothing is lost.
 template <typename Requeue>
 void complete_batch(wait_op* list, const service_home& home, Requeue&& requeue) {
   struct requeue_rest {
@@ -177,8 +189,11 @@ void complete_batch(wait_op* list, const service_home& home, Requeue&& requeue) 
         requeue(rest);
     }
   } guard{requeue, list};
-  for (bool first = true; list != nullptr; first = false) {
-    if (!first) {
+  // The first handler runs unasked: the batch's own handler has just been dequeued by a
+  // run() that found the context running.
+  for (unsigned until_check = stop_check_interval; list != nullptr; --until_check) {
+    if (until_check == 0) {
+      until_check = stop_check_interval;
       asio::io_context* const io = home.io_context();
       if (io != nullptr && io->stopped())
         return;
