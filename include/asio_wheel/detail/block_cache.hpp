@@ -39,6 +39,12 @@ public:
         block* b = l.head;
         l.head = b->next;
         --l.count;
+        // The next block's link is read by the next allocation: on a context run by several
+        // threads the block was freed by the thread that completed its wait, and its line
+        // is in that thread's cache (threads_bench: 5% of the profile was this read).
+#if defined(__GNUC__) || defined(__clang__)
+        __builtin_prefetch(l.head);
+#endif
         return b;
       }
       size = size <= small ? small : large;

@@ -363,8 +363,9 @@ private:
   void drain();
 
   // Completes a batch (see complete_batch): what a stop() or a throwing handler leaves goes
-  // back to the front of the ready queue, with a drain posted.
-  void complete(wait_op* list);
+  // back to the front of the ready queue, with a drain posted. `hints`: the batch's first
+  // waits, for a drain (an expiry turn's waits were just touched by the turn's thread).
+  void complete(wait_op* list, const batch_hints* hints = nullptr);
 
   // Guards every member below, and the lists, links and filings of the timer_entries whose
   // shard_ is this shard's. Shards are aligned to cache lines: no false sharing between them.

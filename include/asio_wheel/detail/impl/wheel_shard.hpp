@@ -137,24 +137,28 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::drain() {
   wait_op* list = nullptr;
+  batch_hints hints;
   {
     std::lock_guard lock(mutex_);
     std::uint64_t count = 0;
-    list = queue_.ready().take(count);
+    list = queue_.ready().take(count, hints);
     drain_.ran();
     reserve_.refill();
     queue_.counters().batch(count);
   }
-  complete(list);
+  complete(list, &hints);
 }
 
 template <typename Clock, typename WaitTraits>
-void wheel_shard<Clock, WaitTraits>::complete(wait_op* list) {
-  complete_batch(list, home_, [this](wait_op* rest) {
-    std::lock_guard lock(mutex_);
-    queue_.ready().push_front(rest);
-    post_drain(); // on an io_context or a thread pool, cannot throw
-  });
+void wheel_shard<Clock, WaitTraits>::complete(wait_op* list, const batch_hints* hints) {
+  complete_batch(
+      list, home_,
+      [this](wait_op* rest) {
+        std::lock_guard lock(mutex_);
+        queue_.ready().push_front(rest);
+        post_drain(); // on an io_context or a thread pool, cannot throw
+      },
+      hints);
 }
 
 } // namespace asio_wheel::detail
