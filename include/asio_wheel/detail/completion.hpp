@@ -114,11 +114,6 @@ public:
   }
 
 private:
-  // The first waits queued since the queue was last taken, in queue order, while hinted_:
-  // hints_[i] is the i-th wait of the queue for i < min(count_, capacity). False from a
-  // push_front until the next take.
-  wait_op* hints_[batch_hints::capacity];
-  bool hinted_ = true;
   wait_op* head_ = nullptr;
   wait_op* tail_ = nullptr;
   // Waits queued, for the batch size of the next drain.
@@ -131,6 +126,11 @@ private:
   std::uint16_t epoch_ = 1;
   // The epoch in which the rest of a batch was last put back (push_front); 0: none yet.
   std::uint16_t requeued_ = 0;
+  // The first waits queued since the queue was last taken, in queue order, while hinted_:
+  // hints_[i] is the i-th wait of the queue for i < min(count_, capacity). False from a
+  // push_front until the next take. Last, so that the fields above share a cache line.
+  bool hinted_ = true;
+  wait_op* hints_[batch_hints::capacity];
 };
 
 // The waits that one expiry turn at tick `now` takes from the wheel, in expiry order. The
