@@ -9,6 +9,8 @@
 #ifndef ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
 #define ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
 
+#include <asio_wheel/detail/prefetch.hpp>
+
 #include <cstddef>
 #include <new>
 #include <utility>
@@ -42,9 +44,7 @@ public:
         // The next block's link is read by the next allocation: on a context run by several
         // threads the block was freed by the thread that completed its wait, and its line
         // is in that thread's cache (threads_bench: 5% of the profile was this read).
-#if defined(__GNUC__) || defined(__clang__)
-        __builtin_prefetch(l.head);
-#endif
+        prefetch(l.head);
         return b;
       }
       size = size <= small ? small : large;

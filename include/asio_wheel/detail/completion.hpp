@@ -17,6 +17,7 @@
 
 #include <asio_wheel/detail/block_reserve.hpp>
 #include <asio_wheel/detail/handler_executor.hpp>
+#include <asio_wheel/detail/prefetch.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/wheel_statistics.hpp>
@@ -193,15 +194,6 @@ private:
   tick_type run_wanted_ = 0;
   std::uint64_t run_length_ = 0;
 };
-
-// A hint to the processor, which never faults, whatever the address.
-inline void prefetch(const void* p) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p);
-#else
-  (void)p;
-#endif
-}
 
 // How many handlers of a batch run between two looks at io_context::stopped(): stop()
 // ends a batch within that many handlers after it. Asio's stopped() takes the scheduler's
