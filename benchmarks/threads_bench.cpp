@@ -43,9 +43,13 @@
 // --tb_layouts=shared,per-thread (one of them alone: to profile it), --tb_in_handlers=0
 // (1: each thread's batches run as a chain of handlers on the context, each batch queueing
 // the next, as a server re-arms inside its read handlers; on the shared context any thread
-// runs any chain's next batch, and a timer is re-armed from whatever thread runs it).
+// runs any chain's next batch, and a timer is re-armed from whatever thread runs it),
+// --tb_stats=0 (1: after each wheel and idle measurement, the context's statistics: aborted
+// waits per completion batch, i.e. how many a drain found queued; of the first context in
+// the per-thread layout).
 
 #include <asio_wheel/idle_timer.hpp>
+#include <asio_wheel/statistics.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/error.hpp>
@@ -65,6 +69,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -81,6 +86,7 @@ struct options {
   std::vector<std::string> impls{"steady", "wheel", "idle"};
   std::vector<std::string> layouts{"shared", "per-thread"};
   bool in_handlers = false;
+  bool stats = false;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -123,11 +129,13 @@ options parse(int argc, char** argv) {
       o.layouts = split(v);
     } else if ((v = value("--tb_in_handlers="))) {
       o.in_handlers = std::string(v) == "1" || std::string(v) == "true";
+    } else if ((v = value("--tb_stats="))) {
+      o.stats = std::string(v) == "1" || std::string(v) == "true";
     } else {
       std::fprintf(stderr,
                    "threads_bench: unknown argument '%s'; flags: --tb_threads=1,2,4 --tb_n=N "
                    "--tb_seconds=S --tb_rounds=R --tb_fire_ms=MS --tb_impls=steady,wheel,idle "
-                   "--tb_layouts=shared,per-thread --tb_in_handlers=0|1\n",
+                   "--tb_layouts=shared,per-thread --tb_in_handlers=0|1 --tb_stats=0|1\n",
                    argv[i]);
       std::exit(2);
     }
@@ -178,6 +186,9 @@ struct calls<asio_wheel::idle_timer> {
 
 struct result {
   double rearms_per_s = 0;
+  // --tb_stats: of the first context, over the re-arm phase (fire phase excluded)
+  std::uint64_t aborted = 0; // waits completed with operation_aborted
+  std::uint64_t batches = 0; // drains and expiry turns that completed waits
   double fires_per_s = 0;
   unsigned fire_threads = 0; // threads that ran >= 1% of the fire phase's handlers
 };
@@ -185,10 +196,13 @@ struct result {
 // One measurement: T threads on one shared context or on T contexts.
 template <typename Timer>
 result measure(const options& o, unsigned threads, bool shared) {
-  const std::size_t contexts = shared ? 1 : threads;
-  std::vector<std::unique_ptr<asio::io_context>> ctx;
-  for (std::size_t i = 0; i < contexts; ++i)
-    ctx.push_back(std::make_unique<asio::io_context>(shared ? static_cast<int>(threads) : 1));
+  // A per-thread context is made by its own thread (in body), so that its scheduler and
+  // service come from that thread's heap: made one after another by one thread, contexts lie
+  // side by side and their hot fields can share cache lines (benchmarks/scheduler_bench.cpp
+  // measured per-thread figures 8x apart from run to run that way).
+  std::vector<std::unique_ptr<asio::io_context>> ctx(shared ? 1 : threads);
+  if (shared)
+    ctx[0] = std::make_unique<asio::io_context>(static_cast<int>(threads));
   std::vector<std::vector<std::unique_ptr<Timer>>> timers(threads);
   std::vector<std::uint64_t> rearms(threads, 0);
   std::vector<std::uint64_t> fired(threads, 0);
@@ -201,6 +215,8 @@ result measure(const options& o, unsigned threads, bool shared) {
   const bool fire = o.fire_ms != 0 && calls<Timer>::fires;
 
   auto body = [&](unsigned me) {
+    if (!shared)
+      ctx[me] = std::make_unique<asio::io_context>(1);
     asio::io_context& io = *ctx[shared ? 0 : me];
     const std::size_t mine = o.n / threads + (me < o.n % threads ? 1 : 0);
     auto& own = timers[me];
@@ -293,6 +309,15 @@ result measure(const options& o, unsigned threads, bool shared) {
   for (auto n : rearms)
     total += n;
   r.rearms_per_s = static_cast<double>(total) / std::chrono::duration<double>(end - start).count();
+  if constexpr (!std::is_same_v<Timer, asio::steady_timer>) {
+    if (o.stats) {
+      // The re-arm phase's waits all completed aborted (none is due for 30 s), each batch
+      // from one handler on the context: how many a drain found queued.
+      const asio_wheel::wheel_statistics st = asio_wheel::get_statistics(*ctx[0], false);
+      r.aborted = st.waits_aborted;
+      r.batches = st.batches;
+    }
+  }
   if (fire) {
     fire_instant = clock_type::now() + std::chrono::milliseconds(o.fire_ms);
     sync.arrive_and_wait(); // fire_instant set
@@ -363,6 +388,10 @@ int main(int argc, char** argv) {
                       shared ? "shared" : "per-thread", t, r.rearms_per_s / 1e6);
           if (o.fire_ms && r.fire_threads != 0)
             std::printf("  %8.3f M fires/s on %u threads", r.fires_per_s / 1e6, r.fire_threads);
+          if (r.batches != 0)
+            std::printf("  %.1f aborted waits per batch (%s)",
+                        static_cast<double>(r.aborted) / static_cast<double>(r.batches),
+                        shared ? "the context" : "the first context");
           std::printf("\n");
           std::fflush(stdout);
         }
