@@ -647,6 +647,13 @@ def status_section(r):
     return out
 
 
+def threads_section():
+    # Written by hand from a many-core machine: scripts/bench does not run these programs.
+    return ["## Many threads, one io_context", "",
+            "`threads_bench` and `scheduler_bench` run by hand on a many-core machine (not by",
+            "`scripts/bench`): [results/threads.md](results/threads.md).", ""]
+
+
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = Results(root)
@@ -657,6 +664,7 @@ def main(argv):
 
     out = machine_section(r, cfg, gbench_context(r))
     out += scenario_section(scen, burst)
+    out += threads_section()
     out += idle_section(scen)
     out += precision_section(prec)
     out += callgrind_section(r)
