@@ -98,6 +98,28 @@ struct inside_call {
 
 } // namespace
 
+// The suite runs as wheel_timer_conformance_mt_test too, its contexts on the threads that
+// ASIO_WHEEL_TEST_RUN_THREADS names: as many handlers as threads must be running at once,
+// which one thread cannot do (each waits, bounded, for the others).
+TEST_CASE("the suite's contexts run on the threads ASIO_WHEEL_TEST_RUN_THREADS names") {
+  const int threads = run_threads_from_environment();
+  asio::io_context ioc;
+  std::mutex m;
+  std::condition_variable cv;
+  int running = 0;
+  int met = 0;
+  for (int i = 0; i < threads; ++i)
+    asio::post(ioc, [&] {
+      std::unique_lock<std::mutex> lk(m);
+      ++running;
+      cv.notify_all();
+      met += cv.wait_for(lk, kPrompt, [&] { return running == threads; });
+    });
+  const auto r = guarded_run(ioc);
+  CHECK_FALSE(r.timed_out);
+  CHECK(met == threads);
+}
+
 // =======================================================================================
 // Types, construction, accessors
 // =======================================================================================

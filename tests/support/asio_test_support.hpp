@@ -54,6 +54,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <future>
@@ -227,16 +229,35 @@ inline run_report guarded_run_threads(asio::io_context& ioc, int threads,
       limit);
 }
 
-// ioc.run() in this thread, under the watchdog. Built with ASIO_WHEEL_TEST_RUN_THREADS=N, in
-// N threads instead (guarded_run_threads), so that a test written for one thread runs as is
-// on a context run by several (wheel_timer_conformance_mt_test).
+// The environment's ASIO_WHEEL_TEST_RUN_THREADS (1 to 64; unset: 1): how many threads
+// guarded_run() runs a context on. Read at run time, so that one binary is the suite on one
+// thread and, with the variable set by its ctest entry, on several
+// (wheel_timer_conformance_mt_test), instead of a second build of the same source.
+inline int run_threads_from_environment() {
+  static const int threads = [] {
+    const char* v = std::getenv("ASIO_WHEEL_TEST_RUN_THREADS");
+    if (v == nullptr || *v == '\0')
+      return 1;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 64) {
+      std::fprintf(stderr,
+                   "ASIO_WHEEL_TEST_RUN_THREADS='%s': expected a thread count from 1 to 64\n", v);
+      std::exit(2);
+    }
+    return static_cast<int>(n);
+  }();
+  return threads;
+}
+
+// ioc.run() in this thread, under the watchdog; with ASIO_WHEEL_TEST_RUN_THREADS=N in the
+// environment, in N threads instead (guarded_run_threads), so that a test written for one
+// thread runs as is on a context run by several.
 inline run_report guarded_run(asio::io_context& ioc, sclock::duration limit = kWatchdog) {
-#if defined(ASIO_WHEEL_TEST_RUN_THREADS)
-  return guarded_run_threads(ioc, ASIO_WHEEL_TEST_RUN_THREADS, limit);
-#else
+  if (const int threads = run_threads_from_environment(); threads > 1)
+    return guarded_run_threads(ioc, threads, limit);
   return guarded(
       ioc, [&] { return ioc.run(); }, limit);
-#endif
 }
 
 // Runs an io_context on `threads` threads of its own. With `hold_work`, a work guard keeps
