@@ -19,6 +19,8 @@
 // Flags: --sb_threads=1,2,4,8,16 (thread counts), --sb_seconds=0.5, --sb_rounds=3,
 // --sb_chains=4 (chains per thread).
 
+#include "support/bench_support.hpp"
+
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 
@@ -29,7 +31,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -44,34 +45,36 @@ struct options {
   unsigned chains = 4;
 };
 
+// A comma-separated list of thread counts, each from 1 to 1024.
+std::vector<unsigned> thread_counts(const std::string& text) {
+  std::vector<unsigned> out;
+  for (const char* p = text.c_str(); *p != '\0';) {
+    char* end = nullptr;
+    const unsigned long t = std::strtoul(p, &end, 10);
+    if (end == p || t == 0 || t > 1024 || (*end != ',' && *end != '\0')) {
+      std::fprintf(stderr, "scheduler_bench: --sb_threads takes counts from 1 to 1024, "
+                           "separated by commas\n");
+      std::exit(2);
+    }
+    out.push_back(static_cast<unsigned>(t));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
+
 options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      const std::size_t len = std::strlen(name);
-      return a.compare(0, len, name) == 0 ? a.c_str() + len : nullptr;
-    };
-    const char* v = nullptr;
-    if ((v = value("--sb_threads="))) {
-      o.threads.clear();
-      for (const char* p = v; *p != '\0';) {
-        char* end = nullptr;
-        const unsigned long t = std::strtoul(p, &end, 10);
-        if (end == p || t == 0 || t > 1024) {
-          std::fprintf(stderr, "scheduler_bench: --sb_threads takes counts from 1 to 1024\n");
-          std::exit(2);
-        }
-        o.threads.push_back(static_cast<unsigned>(t));
-        p = *end == ',' ? end + 1 : end;
-      }
-    } else if ((v = value("--sb_seconds="))) {
+    std::string v;
+    if (asio_wheel::bench::parse_flag(argv[i], "--sb_threads", v))
+      o.threads = thread_counts(v);
+    else if (asio_wheel::bench::parse_flag(argv[i], "--sb_seconds", v))
       o.seconds = std::stod(v);
-    } else if ((v = value("--sb_rounds="))) {
+    else if (asio_wheel::bench::parse_flag(argv[i], "--sb_rounds", v))
       o.rounds = static_cast<unsigned>(std::stoul(v));
-    } else if ((v = value("--sb_chains="))) {
+    else if (asio_wheel::bench::parse_flag(argv[i], "--sb_chains", v))
       o.chains = static_cast<unsigned>(std::stoul(v));
-    } else {
+    else {
       std::fprintf(stderr,
                    "scheduler_bench: unknown argument '%s'; flags: --sb_threads=1,2,4 "
                    "--sb_seconds=S --sb_rounds=R --sb_chains=C\n",
@@ -79,8 +82,9 @@ options parse(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if (o.chains == 0 || o.threads.empty()) {
-    std::fprintf(stderr, "scheduler_bench: needs a thread count and at least one chain\n");
+  if (o.chains == 0 || o.threads.empty() || !(o.seconds > 0)) {
+    std::fprintf(stderr, "scheduler_bench: needs a thread count, at least one chain and "
+                         "seconds > 0\n");
     std::exit(2);
   }
   return o;
