@@ -46,7 +46,8 @@
 // runs any chain's next batch, and a timer is re-armed from whatever thread runs it),
 // --tb_stats=0 (1: after each wheel and idle measurement, the context's statistics: aborted
 // waits per completion batch, i.e. how many a drain found queued; of the first context in
-// the per-thread layout).
+// the per-thread layout; with --tb_in_handlers=1, also the share of the chains' batches that
+// ran on another thread than the chain's batch before).
 
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/statistics.hpp>
@@ -152,6 +153,10 @@ options parse(int argc, char** argv) {
 // (every re-arm of steady and wheel aborts one) are not counted.
 thread_local std::uint64_t handlers_here = 0;
 
+// The index of the benchmark's thread that runs this code (in_handlers: which thread runs a
+// chain's batch).
+thread_local unsigned thread_index = 0;
+
 void count(const asio::error_code& ec) {
   handlers_here += !ec;
 }
@@ -189,6 +194,11 @@ struct result {
   // --tb_stats: of the first context, over the re-arm phase (fire phase excluded)
   std::uint64_t aborted = 0; // waits completed with operation_aborted
   std::uint64_t batches = 0; // drains and expiry turns that completed waits
+  // --tb_in_handlers: a chain's batches, and those that ran on another thread than the
+  // chain's batch before (a re-armed timer's waits are in the shard of the thread that
+  // armed it, one round of the chain before)
+  std::uint64_t links = 0;
+  std::uint64_t moves = 0;
   double fires_per_s = 0;
   unsigned fire_threads = 0; // threads that ran >= 1% of the fire phase's handlers
 };
@@ -205,6 +215,8 @@ result measure(const options& o, unsigned threads, bool shared) {
     ctx[0] = std::make_unique<asio::io_context>(static_cast<int>(threads));
   std::vector<std::vector<std::unique_ptr<Timer>>> timers(threads);
   std::vector<std::uint64_t> rearms(threads, 0);
+  std::vector<std::uint64_t> links(threads, 0);
+  std::vector<std::uint64_t> moves(threads, 0);
   std::vector<std::uint64_t> fired(threads, 0);
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> fired_total{0};
@@ -215,6 +227,7 @@ result measure(const options& o, unsigned threads, bool shared) {
   const bool fire = o.fire_ms != 0 && calls<Timer>::fires;
 
   auto body = [&](unsigned me) {
+    thread_index = me;
     if (!shared)
       ctx[me] = std::make_unique<asio::io_context>(1);
     asio::io_context& io = *ctx[shared ? 0 : me];
@@ -245,23 +258,31 @@ result measure(const options& o, unsigned threads, bool shared) {
     } else {
       // This thread's connections as a chain of handlers, each a batch that queues the
       // next: on the shared context any thread runs it, as a connection's read handler.
-      // `done` and `next` are the chain's: one of its handlers runs at a time.
+      // `done`, `next` and the counts of links and moves are the chain's: one of its
+      // handlers runs at a time.
       struct link {
         asio::io_context& io;
         decltype(batch)& run;
         std::atomic<bool>& stop;
         std::atomic<bool>& ended;
+        std::uint64_t& links;
+        std::uint64_t& moves;
+        unsigned& last;
         void operator()() const {
           if (stop.load(std::memory_order_relaxed)) {
             ended.store(true, std::memory_order_release);
             return;
           }
+          ++links;
+          moves += last != thread_index;
+          last = thread_index;
           run();
           asio::post(io, *this);
         }
       };
       std::atomic<bool> ended{false};
-      asio::post(io, link{io, batch, stop, ended});
+      unsigned last = me;
+      asio::post(io, link{io, batch, stop, ended, links[me], moves[me], last});
       // The waits keep the context busy: run it a slice at a time until the chain ends.
       while (!ended.load(std::memory_order_acquire))
         io.run_one_for(1ms);
@@ -309,6 +330,10 @@ result measure(const options& o, unsigned threads, bool shared) {
   for (auto n : rearms)
     total += n;
   r.rearms_per_s = static_cast<double>(total) / std::chrono::duration<double>(end - start).count();
+  for (unsigned t = 0; t < threads; ++t) {
+    r.links += links[t];
+    r.moves += moves[t];
+  }
   if constexpr (!std::is_same_v<Timer, asio::steady_timer>) {
     if (o.stats) {
       // The re-arm phase's waits all completed aborted (none is due for 30 s), each batch
@@ -392,6 +417,9 @@ int main(int argc, char** argv) {
             std::printf("  %.1f aborted waits per batch (%s)",
                         static_cast<double>(r.aborted) / static_cast<double>(r.batches),
                         shared ? "the context" : "the first context");
+          if (o.stats && r.links != 0)
+            std::printf("  %.1f%% of batches on another thread than the chain's last",
+                        100.0 * static_cast<double>(r.moves) / static_cast<double>(r.links));
           std::printf("\n");
           std::fflush(stdout);
         }
