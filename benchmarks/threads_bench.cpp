@@ -47,7 +47,9 @@
 // --tb_stats=0 (1: after each wheel and idle measurement, the context's statistics: aborted
 // waits per completion batch, i.e. how many a drain found queued; of the first context in
 // the per-thread layout; with --tb_in_handlers=1, also the share of the chains' batches that
-// ran on another thread than the chain's batch before).
+// ran away from the chain's own thread, whose shard holds the chain's timers, and the share
+// that ran on another thread than the chain's batch before; and, measured right before each
+// measurement, how long a cache line takes from one thread to another and back).
 
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/statistics.hpp>
@@ -194,10 +196,12 @@ struct result {
   // --tb_stats: of the first context, over the re-arm phase (fire phase excluded)
   std::uint64_t aborted = 0; // waits completed with operation_aborted
   std::uint64_t batches = 0; // drains and expiry turns that completed waits
-  // --tb_in_handlers: a chain's batches, and those that ran on another thread than the
-  // chain's batch before (a re-armed timer's waits are in the shard of the thread that
-  // armed it, one round of the chain before)
+  // --tb_in_handlers: the chains' batches; those that ran on another thread than the
+  // chain's own (whose shard holds its timers' waits: each thread arms its chain's timers,
+  // and a re-armed timer stays filed where it is, see README "Lazy re-arm"); and those that
+  // ran on another thread than the chain's batch before
   std::uint64_t links = 0;
+  std::uint64_t away = 0;
   std::uint64_t moves = 0;
   double fires_per_s = 0;
   unsigned fire_threads = 0; // threads that ran >= 1% of the fire phase's handlers
@@ -215,8 +219,14 @@ result measure(const options& o, unsigned threads, bool shared) {
     ctx[0] = std::make_unique<asio::io_context>(static_cast<int>(threads));
   std::vector<std::vector<std::unique_ptr<Timer>>> timers(threads);
   std::vector<std::uint64_t> rearms(threads, 0);
-  std::vector<std::uint64_t> links(threads, 0);
-  std::vector<std::uint64_t> moves(threads, 0);
+  // A chain's counts, written by whichever thread runs its batch: a line of their own.
+  struct alignas(64) chain_counts {
+    std::uint64_t links = 0;
+    std::uint64_t away = 0;
+    std::uint64_t moves = 0;
+    unsigned last = 0; // the thread that ran the chain's batch before
+  };
+  std::vector<chain_counts> chains(threads);
   std::vector<std::uint64_t> fired(threads, 0);
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> fired_total{0};
@@ -258,31 +268,30 @@ result measure(const options& o, unsigned threads, bool shared) {
     } else {
       // This thread's connections as a chain of handlers, each a batch that queues the
       // next: on the shared context any thread runs it, as a connection's read handler.
-      // `done`, `next` and the counts of links and moves are the chain's: one of its
-      // handlers runs at a time.
+      // `done`, `next` and `counts` are the chain's: one of its handlers runs at a time.
       struct link {
         asio::io_context& io;
         decltype(batch)& run;
         std::atomic<bool>& stop;
         std::atomic<bool>& ended;
-        std::uint64_t& links;
-        std::uint64_t& moves;
-        unsigned& last;
+        chain_counts& counts;
+        unsigned owner;
         void operator()() const {
           if (stop.load(std::memory_order_relaxed)) {
             ended.store(true, std::memory_order_release);
             return;
           }
-          ++links;
-          moves += last != thread_index;
-          last = thread_index;
+          ++counts.links;
+          counts.away += thread_index != owner;
+          counts.moves += thread_index != counts.last;
+          counts.last = thread_index;
           run();
           asio::post(io, *this);
         }
       };
       std::atomic<bool> ended{false};
-      unsigned last = me;
-      asio::post(io, link{io, batch, stop, ended, links[me], moves[me], last});
+      chains[me].last = me;
+      asio::post(io, link{io, batch, stop, ended, chains[me], me});
       // The waits keep the context busy: run it a slice at a time until the chain ends.
       while (!ended.load(std::memory_order_acquire))
         io.run_one_for(1ms);
@@ -331,8 +340,9 @@ result measure(const options& o, unsigned threads, bool shared) {
     total += n;
   r.rearms_per_s = static_cast<double>(total) / std::chrono::duration<double>(end - start).count();
   for (unsigned t = 0; t < threads; ++t) {
-    r.links += links[t];
-    r.moves += moves[t];
+    r.links += chains[t].links;
+    r.away += chains[t].away;
+    r.moves += chains[t].moves;
   }
   if constexpr (!std::is_same_v<Timer, asio::steady_timer>) {
     if (o.stats) {
@@ -364,6 +374,30 @@ result measure(const options& o, unsigned threads, bool shared) {
   // Timers before their contexts; the contexts destroy what is still queued.
   timers.clear();
   return r;
+}
+
+// Nanoseconds for one cache line to go from one thread to another and back (two threads,
+// unpinned): what each line that a shard shares between threads costs. On a VM it changes
+// with where the host runs the virtual CPUs, and the shared layout's figures with it.
+double line_round_trip_ns() {
+  constexpr int trips = 200000;
+  alignas(64) std::atomic<int> turn{0};
+  std::thread other([&] {
+    for (int i = 0; i < trips; ++i) {
+      while (turn.load(std::memory_order_acquire) != 1) {
+      }
+      turn.store(0, std::memory_order_release);
+    }
+  });
+  const auto start = clock_type::now();
+  for (int i = 0; i < trips; ++i) {
+    turn.store(1, std::memory_order_release);
+    while (turn.load(std::memory_order_acquire) != 0) {
+    }
+  }
+  const auto end = clock_type::now();
+  other.join();
+  return std::chrono::duration<double, std::nano>(end - start).count() / trips;
 }
 
 result run_one(const options& o, const std::string& impl, unsigned threads, bool shared) {
@@ -407,6 +441,9 @@ int main(int argc, char** argv) {
           continue;
         for (std::size_t i = 0; i < o.impls.size(); ++i) {
           const std::string& impl = o.impls[(i + round) % o.impls.size()];
+          // Right before the measurement, whose shared layout it explains.
+          const double trip_ns =
+              o.stats && std::thread::hardware_concurrency() >= 2 ? line_round_trip_ns() : 0;
           const result r = run_one(o, impl, t, shared);
           runs[key(impl, shared, t)].push_back(r);
           std::printf("round %u  %-7s %-10s T=%-3u  %8.3f M re-arms/s", round, impl.c_str(),
@@ -417,8 +454,11 @@ int main(int argc, char** argv) {
             std::printf("  %.1f aborted waits per batch (%s)",
                         static_cast<double>(r.aborted) / static_cast<double>(r.batches),
                         shared ? "the context" : "the first context");
+          if (trip_ns != 0)
+            std::printf("  line round trip %.0f ns", trip_ns);
           if (o.stats && r.links != 0)
-            std::printf("  %.1f%% of batches on another thread than the chain's last",
+            std::printf("  batches away from the chain's thread %.1f%%, moved %.1f%%",
+                        100.0 * static_cast<double>(r.away) / static_cast<double>(r.links),
                         100.0 * static_cast<double>(r.moves) / static_cast<double>(r.links));
           std::printf("\n");
           std::fflush(stdout);
