@@ -382,18 +382,23 @@ result measure(const options& o, unsigned threads, bool shared) {
 double line_round_trip_ns() {
   constexpr int trips = 200000;
   alignas(64) std::atomic<int> turn{0};
+  // Spins, then yields: a process held to one CPU (taskset, a cgroup) runs the two threads
+  // in turn, and pure spinning would wait out a time slice per trip (minutes in all).
+  auto await = [&](int value) {
+    for (int spins = 0; turn.load(std::memory_order_acquire) != value; ++spins)
+      if (spins >= 4096)
+        std::this_thread::yield();
+  };
   std::thread other([&] {
     for (int i = 0; i < trips; ++i) {
-      while (turn.load(std::memory_order_acquire) != 1) {
-      }
+      await(1);
       turn.store(0, std::memory_order_release);
     }
   });
   const auto start = clock_type::now();
   for (int i = 0; i < trips; ++i) {
     turn.store(1, std::memory_order_release);
-    while (turn.load(std::memory_order_acquire) != 0) {
-    }
+    await(0);
   }
   const auto end = clock_type::now();
   other.join();
