@@ -107,10 +107,14 @@ public:
     return std::exchange(head_, nullptr);
   }
 
-  // The same, and the addresses of the batch's first waits copied to `hints`.
+  // The same, and the addresses of the batch's first waits appended to `hints` (a sweep
+  // gathers several shards' batches in one), as many as it has room for.
   wait_op* take(std::uint64_t& count, batch_hints& hints) noexcept {
-    hints.size = hinted_ ? std::min<std::uint64_t>(count_, batch_hints::capacity) : 0;
-    std::copy(hints_, hints_ + hints.size, hints.ops);
+    const std::size_t room = batch_hints::capacity - hints.size;
+    const std::size_t n =
+        hinted_ ? static_cast<std::size_t>(std::min<std::uint64_t>(count_, room)) : 0;
+    std::copy(hints_, hints_ + n, hints.ops + hints.size);
+    hints.size += n;
     return take(count);
   }
 
@@ -212,9 +216,13 @@ inline constexpr unsigned stop_check_interval = 64;
 // completions"). What is left of the batch then, or after a handler throws (before the
 // exception propagates), goes to `requeue(rest)`, which puts it back at the front of the
 // ready queue and posts a drain: nothing is lost.
+// `hints`, `hinted`: the addresses of the batch's first waits, in order (none: 0).
+// `until_check`: the handlers left before the next look, carried from one part of a batch to
+// the next (a sweep completes several shards' waits as one batch). Returns false if it stopped
+// for a stop().
 template <typename Requeue>
-void complete_batch(wait_op* list, const service_home& home, Requeue&& requeue,
-                    const batch_hints* hints = nullptr) {
+bool complete_batch(wait_op* list, const service_home& home, Requeue&& requeue,
+                    wait_op* const* hints, std::size_t hinted, unsigned& until_check) {
   struct requeue_rest {
     Requeue& requeue;
     wait_op*& rest;
@@ -225,25 +233,25 @@ void complete_batch(wait_op* list, const service_home& home, Requeue&& requeue,
   } guard{requeue, list};
   // How far ahead the hints are prefetched: enough misses in flight to hide one another.
   constexpr std::size_t ahead = 16;
-  const std::size_t hinted = hints != nullptr ? hints->size : 0;
   for (std::size_t i = 0; i < hinted && i < ahead; ++i)
-    prefetch(hints->ops[i]);
+    prefetch(hints[i]);
   // The first handler runs unasked: the batch's own handler has just been dequeued by a
   // run() that found the context running.
   std::size_t index = 0;
-  for (unsigned until_check = stop_check_interval; list != nullptr; --until_check, ++index) {
+  for (; list != nullptr; --until_check, ++index) {
     if (index + ahead < hinted)
-      prefetch(hints->ops[index + ahead]);
+      prefetch(hints[index + ahead]);
     if (until_check == 0) {
       until_check = stop_check_interval;
       asio::io_context* const io = home.io_context();
       if (io != nullptr && io->stopped())
-        return;
+        return false;
     }
     wait_op* op = list;
     list = op->next_;
     op->complete(true);
   }
+  return true;
 }
 
 } // namespace asio_wheel::detail

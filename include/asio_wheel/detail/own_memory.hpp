@@ -89,7 +89,12 @@ public:
     queued_ = true;
   }
 
-  // Its handler has started: another may be queued.
+  // Queued by another: its owner's work is taken by a handler that is not this one (a
+  // shard's drain, by the service's sweep; see drain_sweep.hpp). ran() as for its own.
+  void queued_elsewhere() noexcept { queued_ = true; }
+
+  // Its handler has started (or the one that stood in for it has taken the work): another
+  // may be queued.
   void ran() noexcept { queued_ = false; }
 
 private:

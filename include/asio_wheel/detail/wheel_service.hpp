@@ -21,6 +21,7 @@
 // written), makes shards on demand, and holds what the context shares: the home that the
 // shards' handlers run on, the tick, and the timers' shared executor.
 
+#include <asio_wheel/detail/drain_sweep.hpp>
 #include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/handler_executor.hpp>
 #include <asio_wheel/detail/io_executor_holder.hpp>
@@ -46,7 +47,7 @@
 namespace asio_wheel::detail {
 
 template <typename Clock, typename WaitTraits>
-class wheel_service : public asio::execution_context::service {
+class wheel_service : public asio::execution_context::service, private drain_sweep {
 public:
   using clock_type = Clock;
   using duration = typename Clock::duration;
@@ -174,6 +175,31 @@ private:
   // made if need be. Strong guarantee.
   [[gnu::cold, gnu::noinline]] shard_type& make_shard(unsigned index);
 
+  // Whether this service's shards may come to share one drain (drain_sweep.hpp).
+  static bool may_sweep() noexcept {
+    return !is_virtual_clock<Clock>::value && sweep_from_shards != 0 &&
+           shard_count() >= sweep_from_shards;
+  }
+
+  // drain_sweep: with shard `index`'s lock held.
+  bool enroll(unsigned index) override {
+    if (!sweeping_.load(std::memory_order_relaxed))
+      return false;
+    pending_.set(index);
+    if (sweep_queued_.claim())
+      post_sweep();
+    return true;
+  }
+
+  void post_sweep() {
+    home_.post(own_handler<wheel_service, &wheel_service::sweep>{this, &sweep_memory_});
+  }
+
+  // The sweep: takes the ready queues of the pending shards, in order of index, until it has
+  // a batch's worth (batch_hints::capacity waits) or none is left, and completes them as one
+  // batch, each shard's waits in their order. A sweep is queued for the shards left.
+  void sweep();
+
   // Guards the making of shards, tick_ and shut_down_; taken before any shard's lock.
   mutable futex_mutex mutex_;
   // Where every shard's handlers run. Declared before the shards, which refer to it.
@@ -188,6 +214,17 @@ private:
   std::atomic<shard_type*> shards_[max_shards + 1] = {};
   // Not guarded by mutex_.
   shared_context_executor_once own_executor_;
+  // Shards made so far; guarded by mutex_.
+  unsigned shards_made_ = 0;
+  // Set once shards_made_ reaches sweep_from_shards, when may_sweep(); never cleared. A shard
+  // that reads it late posts a drain of its own once more: either way its queue is taken.
+  std::atomic<bool> sweeping_{false};
+  // The sweep's: written by every shard's first abort after a sweep took it, hence on lines
+  // of their own. Not guarded by any lock.
+  alignas(64) pending_shards pending_;
+  alignas(64) sweep_flag sweep_queued_;
+  // Room for the queued sweep's operation (at most one is queued: sweep_queued_).
+  own_memory sweep_memory_;
 };
 
 } // namespace asio_wheel::detail

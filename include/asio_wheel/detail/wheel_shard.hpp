@@ -22,6 +22,7 @@
 
 #include <asio_wheel/detail/block_reserve.hpp>
 #include <asio_wheel/detail/completion.hpp>
+#include <asio_wheel/detail/drain_sweep.hpp>
 #include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/handler_executor.hpp>
 #include <asio_wheel/detail/op_cancellation.hpp>
@@ -60,8 +61,11 @@ public:
 
   // Shard `index` of a service whose handlers run on `home`, with the context's tick.
   // `shutdown`: the service has shut down already (a shard made after that starts nothing).
-  wheel_shard(service_home& home, std::uint8_t index, duration tick, bool shutdown)
-      : home_(home), queue_(index), shutdown_(shutdown) {
+  // `sweep`: the service's, if its shards may share one drain (see drain_sweep.hpp), else
+  // null.
+  wheel_shard(service_home& home, std::uint8_t index, duration tick, bool shutdown,
+              drain_sweep* sweep)
+      : home_(home), queue_(index), shutdown_(shutdown), index_(index), may_sweep_(sweep) {
     queue_.driver().set_tick(tick, false);
   }
 
@@ -178,6 +182,33 @@ public:
   void move_entry(timer_entry& to, timer_entry& from) {
     std::lock_guard lock(mutex_);
     queue_.move(to, from);
+  }
+
+  // For the service's sweep (drain_sweep.hpp), which stands in for this shard's drain:
+  // takes the ready queue as drain() does, the first waits' addresses appended to `hints`.
+  wait_op* take_for_sweep(std::uint64_t& count, batch_hints& hints) {
+    std::lock_guard lock(mutex_);
+    wait_op* const list = queue_.ready().take(count, hints);
+    drain_.ran();
+    reserve_.refill();
+    queue_.counters().batch(count);
+    return list;
+  }
+
+  // Completes what take_for_sweep() gave, as drain() does (`hints`: its first waits), as a
+  // part of the sweep's batch (`until_check`, the result: see complete_batch).
+  bool complete_swept(wait_op* list, wait_op* const* hints, std::size_t hinted,
+                      unsigned& until_check) {
+    return complete_batch(
+        list, home_, [this](wait_op* rest) { requeue(rest); }, hints, hinted, until_check);
+  }
+
+  // Waits taken for a batch and not completed (a handler threw, or stop() was called, before
+  // their turn): back to the front of the ready queue, with a drain. Without the lock.
+  void requeue(wait_op* rest) {
+    std::lock_guard lock(mutex_);
+    queue_.ready().push_front(rest);
+    post_drain(); // on an io_context or a thread pool, cannot throw
   }
 
   // A consistent snapshot (see wheel_statistics), from any thread.
@@ -315,7 +346,12 @@ private:
   }
 
   // Out of line: it is rarely needed, and would weigh on the callers' inlining.
-  [[gnu::noinline]] void post_drain_now() { drain_.post(home_, this); }
+  [[gnu::noinline]] void post_drain_now() {
+    if (sweep_ != nullptr && sweep_->enroll(index_))
+      drain_.queued_elsewhere();
+    else
+      drain_.post(home_, this);
+  }
 
   // Queues another expiry turn unless one is: the rest of a backlog, or a retry.
   void post_continuation() {
@@ -363,9 +399,10 @@ private:
   void drain();
 
   // Completes a batch (see complete_batch): what a stop() or a throwing handler leaves goes
-  // back to the front of the ready queue, with a drain posted. `hints`: the batch's first
-  // waits, for a drain (an expiry turn's waits were just touched by the turn's thread).
-  void complete(wait_op* list, const batch_hints* hints = nullptr);
+  // back to the front of the ready queue, with a drain posted (requeue()). `hints`: the
+  // batch's first waits, for a drain (an expiry turn's waits were just touched by the turn's
+  // thread).
+  void complete(wait_op* list, wait_op* const* hints = nullptr, std::size_t hinted = 0);
 
   // Guards every member below, and the lists, links and filings of the timer_entries whose
   // shard_ is this shard's. Shards are aligned to cache lines: no false sharing between them.
@@ -373,10 +410,18 @@ private:
   // Where the alarm, the turns and the drains run: the service's, shared by its shards.
   service_home& home_;
   timer_queue<Clock> queue_;
-  // The drain, and the continuation of an expiry turn: at most one of each is queued.
+  // The drain, and the continuation of an expiry turn: at most one of each is queued. When
+  // the shard sweeps (sweep_), drain_ is never posted: queued means this shard is pending in
+  // the service's sweep, which takes the ready queue as drain() would.
   own_post<wheel_shard, &wheel_shard::drain> drain_;
   own_post<wheel_shard, &wheel_shard::resume> continuation_;
   bool shutdown_ = false;
+  const std::uint8_t index_;
+  // The service's sweep if it may stand in for drain_, and sweep_ that once the first wait
+  // found the home an io_context (start()): a context of another kind may throw from a
+  // post, which the sweep has no way to report.
+  drain_sweep* const may_sweep_;
+  drain_sweep* sweep_ = nullptr;
   block_reserve reserve_;
   service_alarm<Clock, WaitTraits> alarm_;
 };

@@ -24,10 +24,64 @@ auto wheel_service<Clock, WaitTraits>::make_shard(unsigned index) -> shard_type&
   std::lock_guard lock(mutex_);
   shard_type* s = shards_[index].load(std::memory_order_relaxed);
   if (s == nullptr) {
-    s = new shard_type(home_, static_cast<std::uint8_t>(index), tick_, shut_down_);
+    s = new shard_type(home_, static_cast<std::uint8_t>(index), tick_, shut_down_,
+                       may_sweep() ? static_cast<drain_sweep*>(this) : nullptr);
     shards_[index].store(s, std::memory_order_release);
+    if (++shards_made_ >= sweep_from_shards && may_sweep())
+      sweeping_.store(true, std::memory_order_relaxed);
   }
   return *s;
+}
+
+template <typename Clock, typename WaitTraits>
+void wheel_service<Clock, WaitTraits>::sweep() {
+  sweep_queued_.start();
+  struct part {
+    shard_type* shard;
+    wait_op* list;
+    std::size_t first_hint;
+    std::size_t hinted;
+  };
+  part parts[max_shards];
+  unsigned count = 0;
+  std::uint64_t waits = 0;
+  batch_hints hints;
+  pending_.for_each([&](unsigned index) {
+    if (waits >= batch_hints::capacity)
+      return false;
+    if (!pending_.take(index))
+      return true; // another sweep took it
+    shard_type* const shard = shards_[index].load(std::memory_order_acquire);
+    std::uint64_t taken = 0;
+    const std::size_t first_hint = hints.size;
+    wait_op* const list = shard->take_for_sweep(taken, hints);
+    waits += taken;
+    if (list != nullptr)
+      parts[count++] = {shard, list, first_hint, hints.size - first_hint};
+    return true;
+  });
+  // Shards left pending: another sweep, which another thread may run meanwhile.
+  if (pending_.any() && sweep_queued_.claim())
+    post_sweep();
+
+  // A part that a throw or a stop() keeps from its turn goes back to its shard, whole.
+  unsigned next = 0;
+  struct requeue_rest {
+    part* parts;
+    const unsigned& next;
+    unsigned count;
+    ~requeue_rest() {
+      for (unsigned i = next; i < count; ++i)
+        parts[i].shard->requeue(parts[i].list);
+    }
+  } guard{parts, next, count};
+  // One batch for stop(): its countdown runs on from one part to the next.
+  unsigned until_check = stop_check_interval;
+  while (next < count) {
+    const part& p = parts[next++];
+    if (!p.shard->complete_swept(p.list, hints.ops + p.first_hint, p.hinted, until_check))
+      return;
+  }
 }
 
 template <typename Clock, typename WaitTraits>

@@ -55,6 +55,8 @@ template <typename Clock, typename WaitTraits>
 template <typename IoExecutor, typename Executor>
 void wheel_shard<Clock, WaitTraits>::start(const IoExecutor& io_ex, const Executor& ex) {
   home_.find(io_ex, ex);
+  if (home_.io_context() != nullptr)
+    sweep_ = may_sweep_;
   reserve_.fill();
   alarm_.start(home_.executor());
 }
@@ -146,19 +148,15 @@ void wheel_shard<Clock, WaitTraits>::drain() {
     reserve_.refill();
     queue_.counters().batch(count);
   }
-  complete(list, &hints);
+  complete(list, hints.ops, hints.size);
 }
 
 template <typename Clock, typename WaitTraits>
-void wheel_shard<Clock, WaitTraits>::complete(wait_op* list, const batch_hints* hints) {
+void wheel_shard<Clock, WaitTraits>::complete(wait_op* list, wait_op* const* hints,
+                                              std::size_t hinted) {
+  unsigned until_check = stop_check_interval;
   complete_batch(
-      list, home_,
-      [this](wait_op* rest) {
-        std::lock_guard lock(mutex_);
-        queue_.ready().push_front(rest);
-        post_drain(); // on an io_context or a thread pool, cannot throw
-      },
-      hints);
+      list, home_, [this](wait_op* rest) { requeue(rest); }, hints, hinted, until_check);
 }
 
 } // namespace asio_wheel::detail
