@@ -4,12 +4,14 @@
 //
 // One drain for a context's shards, the sweep (detail/drain_sweep.hpp), built to start at 2
 // shards of 4 (ASIO_WHEEL_SHARDS=4, ASIO_WHEEL_SWEEP_FROM_SHARDS=2; see CMakeLists.txt; by
-// default a context sweeps from 8 shards). Each case aborts waits whose timers were armed on
+// default a context sweeps from 8 shards), on a context whose handlers have run on two
+// threads (the sweep's other condition). Each case aborts waits whose timers were armed on
 // four threads, so filed in four shards, and completes them in one sweep, whose batch then
 // spans the shards: a handler that throws, or stop(), in the middle of it leaves the rest,
 // of its shard and of the shards after it, to the next run(), and nothing is lost or run
-// twice. Templates over asio::steady_timer and wheel_timer, asserting what Asio's timer does.
-// The stress of many threads at once with the sweep is wheel_timer_shards_mt_test.
+// twice. And a context run by one thread does not sweep, so it keeps a timer's order across
+// shards. Templates over asio::steady_timer and wheel_timer, asserting what Asio's timer
+// does. The stress of many threads at once with the sweep is wheel_timer_shards_mt_test.
 //
 
 #include <asio_wheel/statistics.hpp>
@@ -46,12 +48,28 @@ struct counts {
   int aborted = 0;
 };
 
+// Runs a handler of the context's wheel on two threads, one after the other: from then on the
+// context sweeps (for asio::steady_timer, two waits that complete).
+template <class Timer>
+void run_on_two_threads(asio::io_context& ioc) {
+  for (int i = 0; i < 2; ++i)
+    std::thread([&] {
+      Timer t(ioc);
+      t.expires_after(1ms);
+      t.async_wait([](const asio::error_code&) {});
+      ioc.restart();
+      ioc.run();
+    }).join();
+  ioc.restart();
+}
+
 // kThreads x kPerThread timers, each armed on one of kThreads threads (so filed in that
 // thread's shard) for 1 h, then cancelled: every wait is aborted and queued in its shard,
 // none completed yet (nobody runs the context).
 template <class Timer>
 struct armed_and_cancelled {
   explicit armed_and_cancelled(asio::io_context& ioc) {
+    run_on_two_threads<Timer>(ioc);
     for (int t = 0; t < kThreads; ++t)
       for (int i = 0; i < kPerThread; ++i)
         timers.push_back(std::make_unique<Timer>(ioc));
@@ -176,4 +194,40 @@ TEST_CASE_TEMPLATE("sweep: stop() from another thread while two threads complete
     CHECK(w.completed() == kThreads * kPerThread);
     w.check_each_once_aborted();
   }
+}
+
+TEST_CASE_TEMPLATE("sweep: a context run by one thread keeps a moved timer's aborted waits in "
+                   "the order they were aborted, across shards",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  asio::io_context ioc;
+  std::vector<int> order;
+  Timer other(ioc); // a wait in a second shard first, so that the context has two in use
+  std::thread([&] {
+    other.expires_after(1h);
+    other.async_wait([&](const asio::error_code&) { order.push_back(0); });
+  }).join();
+  Timer t(ioc);
+  t.expires_after(1h);
+  t.async_wait([&](const asio::error_code& ec) {
+    CHECK(ec == asio::error::operation_aborted);
+    order.push_back(1);
+  });
+  t.cancel();
+  // Moved, the timer leaves its filing (it has no pending wait): its next wait, started on
+  // another thread, is filed in that thread's shard while the first waits in this one's.
+  Timer moved(std::move(t));
+  std::thread([&] {
+    moved.expires_after(1h);
+    moved.async_wait([&](const asio::error_code& ec) {
+      CHECK(ec == asio::error::operation_aborted);
+      order.push_back(2);
+    });
+    moved.cancel();
+  }).join();
+  ioc.run_for(100ms);
+  CHECK(order == std::vector<int>{1, 2});
+  other.cancel();
+  ioc.restart();
+  ioc.run();
+  CHECK(order == std::vector<int>{1, 2, 0});
 }

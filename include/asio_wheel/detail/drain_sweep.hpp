@@ -20,7 +20,12 @@
 // handler per batch, whichever shards its waits come from. With few shards it costs (one
 // thread then completes the others' aborts, 0.75x on 2 cores), so a context sweeps only once
 // ASIO_WHEEL_SWEEP_FROM_SHARDS shards are in use (threads that started waits on it), and only
-// on an io_context.
+// on an io_context whose handlers have run on more than one thread. That last condition keeps
+// the order promises of a context run by one thread (README, "Order around aborted waits"):
+// a sweep completes its shards' parts in order of shard, so a wait aborted in one shard may
+// complete before a wait aborted earlier in another, or before an expiry turn queued before
+// it; where several threads run the context, their handlers have no order to keep but a
+// strand's, which the README qualifies.
 
 #include <asio_wheel/detail/thread_shard.hpp>
 
@@ -46,6 +51,9 @@ public:
   // one is, and true is returned; else the shard posts its own drain. Called with the shard's
   // lock held, on an io_context (whose post does not throw).
   virtual bool enroll(unsigned index) = 0;
+
+  // A handler of a shard runs on this thread. Without any lock.
+  virtual void ran_here() noexcept = 0;
 
 protected:
   ~drain_sweep() = default;
@@ -92,6 +100,33 @@ private:
     return std::uint64_t{1} << (index % 64);
   }
   std::atomic<std::uint64_t> words_[word_count] = {};
+};
+
+// Whether the context's handlers have run on more than one thread: the first thread seen, and
+// a flag set for good when another shows up.
+class runner_census {
+public:
+  void ran_here() noexcept {
+    if (many_.load(std::memory_order_relaxed))
+      return;
+    const unsigned me = this_thread();
+    unsigned first = 0;
+    if (!first_.compare_exchange_strong(first, me, std::memory_order_relaxed) && first != me)
+      many_.store(true, std::memory_order_relaxed);
+  }
+
+  bool many() const noexcept { return many_.load(std::memory_order_relaxed); }
+
+private:
+  // A number of this thread's own, from 1, never reused while it fits (a thread's address or
+  // id may be, once the thread has ended): two threads taken for one only delay the sweep.
+  static unsigned this_thread() noexcept {
+    static std::atomic<unsigned> next{0};
+    thread_local const unsigned id = next.fetch_add(1, std::memory_order_relaxed) + 1;
+    return id;
+  }
+  std::atomic<unsigned> first_{0};
+  std::atomic<bool> many_{false};
 };
 
 // Whether a sweep is queued: at most one is (its operation lives in the service's own

@@ -183,13 +183,15 @@ private:
 
   // drain_sweep: with shard `index`'s lock held.
   bool enroll(unsigned index) override {
-    if (!sweeping_.load(std::memory_order_relaxed))
+    if (!sweeping_.load(std::memory_order_relaxed) || !runners_.many())
       return false;
     pending_.set(index);
     if (sweep_queued_.claim())
       post_sweep();
     return true;
   }
+
+  void ran_here() noexcept override { runners_.ran_here(); }
 
   void post_sweep() {
     home_.post(own_handler<wheel_service, &wheel_service::sweep>{this, &sweep_memory_});
@@ -222,6 +224,7 @@ private:
   // The sweep's: written by every shard's first abort after a sweep took it, hence on lines
   // of their own. Not guarded by any lock.
   alignas(64) pending_shards pending_;
+  alignas(64) runner_census runners_;
   alignas(64) sweep_flag sweep_queued_;
   // Room for the queued sweep's operation (at most one is queued: sweep_queued_).
   own_memory sweep_memory_;

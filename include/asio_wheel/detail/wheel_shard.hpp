@@ -353,6 +353,13 @@ private:
       drain_.post(home_, this);
   }
 
+  // The shard's own handlers tell the sweep which threads run the context (a sweep only
+  // where several do).
+  void note_runner() noexcept {
+    if (may_sweep_ != nullptr)
+      may_sweep_->ran_here();
+  }
+
   // Queues another expiry turn unless one is: the rest of a backlog, or a retry.
   void post_continuation() {
     if (!continuation_.queued() && !shutdown_)

@@ -77,6 +77,7 @@ void wheel_shard<Clock, WaitTraits>::destroy_for_shutdown() {
 
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::on_alarm() {
+  note_runner();
   std::unique_lock lock(mutex_);
   const bool superseded = alarm_.done();
   queue_.driver().disarm();
@@ -93,6 +94,7 @@ void wheel_shard<Clock, WaitTraits>::on_alarm() {
 
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::resume() {
+  note_runner();
   std::unique_lock lock(mutex_);
   continuation_.ran();
   if (!shutdown_)
@@ -138,6 +140,7 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
 
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::drain() {
+  note_runner();
   wait_op* list = nullptr;
   batch_hints hints;
   {
