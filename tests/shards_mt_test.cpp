@@ -27,6 +27,7 @@
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "step_thread.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -333,4 +334,36 @@ TEST_CASE_TEMPLATE("shards: a handler that aborts a wait and waits again on its 
   CHECK(second_wait.success == 1);
   CHECK(second_wait.early == 0);
   CHECK(first_ticket.load() < second_ticket.load()); // a timer's completions in order
+}
+
+TEST_CASE_TEMPLATE("shards: a moved timer's aborted waits complete in the order they were "
+                   "aborted, though the second starts on a thread whose shard has a drain "
+                   "queued first",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  // One thread runs the context; the timers are used from it and from one other thread,
+  // one step after another. That thread's shard queues its drain first (an abort of
+  // `other`); then the main thread's timer has a wait aborted, is moved (leaving only a
+  // filing), and the other thread waits on the moved timer and aborts that wait too. Asio
+  // completes the timer's two aborted waits in that order.
+  asio::io_context ioc;
+  std::vector<int> order;
+  step_thread helper;
+  Timer other(ioc);
+  helper.run([&] {
+    other.expires_after(1h);
+    other.async_wait([&](const asio::error_code&) { order.push_back(0); });
+    other.cancel();
+  });
+  Timer t(ioc);
+  t.expires_after(1h);
+  t.async_wait([&](const asio::error_code&) { order.push_back(1); });
+  t.cancel();
+  Timer moved(std::move(t));
+  helper.run([&] {
+    moved.expires_after(1h);
+    moved.async_wait([&](const asio::error_code&) { order.push_back(2); });
+    moved.cancel();
+  });
+  ioc.run();
+  CHECK(order == std::vector<int>{0, 1, 2});
 }

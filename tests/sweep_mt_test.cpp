@@ -9,21 +9,25 @@
 // four threads, so filed in four shards, and completes them in one sweep, whose batch then
 // spans the shards: a handler that throws, or stop(), in the middle of it leaves the rest,
 // of its shard and of the shards after it, to the next run(), and nothing is lost or run
-// twice. And a context run by one thread does not sweep, so it keeps a timer's order across
-// shards. Templates over asio::steady_timer and wheel_timer, asserting what Asio's timer
-// does. The stress of many threads at once with the sweep is wheel_timer_shards_mt_test.
+// twice. A moved timer's aborted waits keep their order across shards, and a context run by
+// one thread does not sweep, so it keeps a turn's expiries ahead of later aborts. Templates
+// over asio::steady_timer and wheel_timer, asserting what Asio's timer does. The stress of many
+// threads at once with the sweep is wheel_timer_shards_mt_test.
 //
 
+#include <asio_wheel/detail/thread_shard.hpp>
 #include <asio_wheel/statistics.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
+#include "step_thread.hpp"
 
 #include <array>
 #include <chrono>
@@ -196,38 +200,94 @@ TEST_CASE_TEMPLATE("sweep: stop() from another thread while two threads complete
   }
 }
 
-TEST_CASE_TEMPLATE("sweep: a context run by one thread keeps a moved timer's aborted waits in "
-                   "the order they were aborted, across shards",
+TEST_CASE_TEMPLATE("sweep: a moved timer's aborted waits complete in the order they were "
+                   "aborted, though the second is started in a shard that the sweep takes first",
                    Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  // The sweep takes its shards in order of index: were the second wait filed in a shard of
+  // lower index than the first, it would complete first. The timer keeps its filing, so its
+  // shard, while its first aborted wait is queued (timer_queue::keep_filing): both land in
+  // one shard, in order. `early` and `late` are two threads whose shards are in that order.
   asio::io_context ioc;
-  std::vector<int> order;
-  Timer other(ioc); // a wait in a second shard first, so that the context has two in use
-  std::thread([&] {
-    other.expires_after(1h);
-    other.async_wait([&](const asio::error_code&) { order.push_back(0); });
-  }).join();
-  Timer t(ioc);
-  t.expires_after(1h);
-  t.async_wait([&](const asio::error_code& ec) {
-    CHECK(ec == asio::error::operation_aborted);
-    order.push_back(1);
+  run_on_two_threads<Timer>(ioc);
+  step_thread first, second;
+  unsigned first_shard = 0, second_shard = 0;
+  Timer warm1(ioc), warm2(ioc); // each thread's first wait takes its shard
+  first.run([&] {
+    warm1.expires_after(1h);
+    warm1.async_wait([](const asio::error_code&) {});
+    first_shard = asio_wheel::detail::this_thread_shard;
   });
-  t.cancel();
-  // Moved, the timer leaves its filing (it has no pending wait): its next wait, started on
-  // another thread, is filed in that thread's shard while the first waits in this one's.
-  Timer moved(std::move(t));
-  std::thread([&] {
+  second.run([&] {
+    warm2.expires_after(1h);
+    warm2.async_wait([](const asio::error_code&) {});
+    second_shard = asio_wheel::detail::this_thread_shard;
+  });
+  // Consecutive ordinals, 4 shards: two shards (asio::steady_timer has none).
+  if constexpr (std::is_same_v<Timer, asio_wheel::wheel_timer>)
+    REQUIRE(first_shard != second_shard);
+  step_thread& late = first_shard > second_shard ? first : second;  // files the first wait
+  step_thread& early = first_shard > second_shard ? second : first; // the second
+  std::vector<int> order;
+  Timer t(ioc);
+  late.run([&] {
+    t.expires_after(1h);
+    t.async_wait([&](const asio::error_code& ec) {
+      CHECK(ec == asio::error::operation_aborted);
+      order.push_back(1);
+    });
+    t.cancel();
+  });
+  Timer moved(std::move(t)); // its filing, left behind, goes with it
+  early.run([&] {
     moved.expires_after(1h);
     moved.async_wait([&](const asio::error_code& ec) {
       CHECK(ec == asio::error::operation_aborted);
       order.push_back(2);
     });
     moved.cancel();
-  }).join();
-  ioc.run_for(100ms);
-  CHECK(order == std::vector<int>{1, 2});
-  other.cancel();
-  ioc.restart();
+  });
+  warm1.cancel();
+  warm2.cancel();
   ioc.run();
-  CHECK(order == std::vector<int>{1, 2, 0});
+  CHECK(order == std::vector<int>{1, 2});
+}
+
+TEST_CASE_TEMPLATE("sweep: a context run by one thread completes a turn's expiries before a "
+                   "wait aborted after that turn was queued, though another shard has aborts "
+                   "queued first",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  // 5000 waits due at once: the wheel's turn takes 4096 (its budget) and queues a
+  // continuation for the rest; the first expiry's handler then aborts W. Before that, a wait
+  // of another shard (armed on another thread) was aborted, so that a sweep, were it on,
+  // would be queued ahead of the continuation and take W's abort with it. Asio completes
+  // every expiry first (found by one reactor pass).
+  constexpr int n = 5000;
+  asio::io_context ioc;
+  Timer x(ioc);
+  std::thread([&] {
+    x.expires_after(1h);
+    x.async_wait([](const asio::error_code&) {});
+  }).join();
+  Timer w(ioc);
+  int expired = 0;
+  int expired_before_w = -1;
+  std::vector<std::unique_ptr<Timer>> timers;
+  for (int i = 0; i < n; ++i) {
+    timers.push_back(std::make_unique<Timer>(ioc));
+    timers.back()->expires_after(5ms);
+    timers.back()->async_wait([&](const asio::error_code& ec) {
+      if (!ec && expired++ == 0)
+        w.cancel();
+    });
+  }
+  w.expires_after(1h);
+  w.async_wait([&](const asio::error_code& ec) {
+    CHECK(ec == asio::error::operation_aborted);
+    expired_before_w = expired;
+  });
+  std::this_thread::sleep_for(30ms); // all 5000 due before the context runs
+  asio::post(ioc, [&] { x.cancel(); });
+  ioc.run();
+  CHECK(expired == n);
+  CHECK(expired_before_w == n);
 }

@@ -90,7 +90,8 @@ struct wheel_statistics {
   std::uint64_t lazy_refiles = 0;
   /// Batches of completions: lists of decided waits completed from one handler on the
   /// context (one per driver turn that found waits due, one per drain of aborted waits; a
-  /// sweep, on a context with 8 shards in use, counts one per shard it took from).
+  /// sweep, on a context with 8 shards in use run by several threads, counts one per shard
+  /// it took from).
   std::uint64_t batches = 0;
   /// The largest batch so far, in waits.
   std::uint64_t largest_batch = 0;

@@ -20,12 +20,13 @@
 // handler per batch, whichever shards its waits come from. With few shards it costs (one
 // thread then completes the others' aborts, 0.75x on 2 cores), so a context sweeps only once
 // ASIO_WHEEL_SWEEP_FROM_SHARDS shards are in use (threads that started waits on it), and only
-// on an io_context whose handlers have run on more than one thread. That last condition keeps
-// the order promises of a context run by one thread (README, "Order around aborted waits"):
-// a sweep completes its shards' parts in order of shard, so a wait aborted in one shard may
-// complete before a wait aborted earlier in another, or before an expiry turn queued before
-// it; where several threads run the context, their handlers have no order to keep but a
-// strand's, which the README qualifies.
+// on an io_context whose shards' handlers have run on more than one thread. That last
+// condition keeps an order promise of a context run by one thread (README, "Order around
+// aborted waits"): a wait aborted after an expiry turn was queued may join a sweep queued
+// before that turn, and complete first; where several threads run the context, their
+// handlers have no order to keep but a strand's, which the README qualifies. (A timer's own
+// waits keep their order either way: a timer stays in its shard while a wait of it is in
+// that shard's ready queue, timer_queue::keep_filing.)
 
 #include <asio_wheel/detail/thread_shard.hpp>
 

@@ -98,13 +98,24 @@ public:
   // not in the wheel. The same filing, the same wanted_: nothing changes for the alarm, and
   // `to` takes from's place in its slot, so that it completes among the waits of its tick
   // in the order `from` was armed (as Asio's moved timer keeps its place in the heap).
-  void move(timer_entry& to, timer_entry& from) noexcept {
+  // `drain_queued`: as for take_due.
+  void move(timer_entry& to, timer_entry& from, bool drain_queued) noexcept {
     to.shard_ = from.shard_; // the waits stay in their shard, and this queue is its
-    if (ready_.holds_wait_of(from))
+    const bool waits_ready = ready_.holds_wait_of(from);
+    if (waits_ready)
       to.ready_mark_ = from.ready_mark_; // see queue_behind_ready: the moved waits come after
     if (from.head_ == nullptr) {
-      if (from.is_linked())
-        unfile(from); // a filing left behind, of no use to `to`
+      // A filing left behind: of no use to `to`, unless a wait of the timer may still be in
+      // the ready queue, which keeps the timer in this shard (see keep_filing).
+      if (from.is_linked()) {
+        if (drain_queued && waits_ready) {
+          to.filed_.store(true, std::memory_order_relaxed);
+          driver_.wheel().replace(from, to);
+          from.filed_.store(false, std::memory_order_release); // see unfile()
+        } else {
+          unfile(from);
+        }
+      }
       return;
     }
     move_waits(to, from);
@@ -173,7 +184,10 @@ public:
     return driver_.advance(now, [&](wheel_node& node) noexcept {
       auto& entry = static_cast<timer_entry&>(node);
       if (entry.head_ == nullptr) {
-        entry.filed_.store(false, std::memory_order_release); // left behind: dropped
+        if (drain_queued && ready_.holds_wait_of(entry))
+          keep_filing(entry, now);
+        else
+          entry.filed_.store(false, std::memory_order_release); // left behind: dropped
         return true;
       }
       if (entry.wanted_ > now) {
@@ -194,11 +208,10 @@ public:
       spare_block spare(std::in_place, block);
       --live_;
       if (drain_queued && ready_.holds_wait_of(entry)) {
-        batch.count_late(entry);
-        queue_behind_ready(entry, spare);
-      } else {
-        batch.take(entry, spare);
+        behind_ready(entry, spare, batch, now);
+        return true;
       }
+      batch.take(entry, spare);
       entry.filed_.store(false, std::memory_order_release); // the turn is done with it
       return true;
     });
@@ -266,6 +279,29 @@ private:
       make_ready(entry, evict(entry, op, spare), false);
       op = next;
     }
+  }
+
+  // A due entry with a wait that may still be in the ready queue: its waits go behind it,
+  // and the entry keeps a filing, as one left behind. Out of line: rare, and inlined it
+  // would push take_due's visitor out of line, a call per expiry (callgrind_ops fire: +6%).
+  [[gnu::noinline]] void behind_ready(timer_entry& entry, spare_block& spare, expiry_batch& batch,
+                                      tick_type now) noexcept {
+    batch.count_late(entry);
+    queue_behind_ready(entry, spare);
+    keep_filing(entry, now);
+  }
+
+  // An entry without waits that a turn reaches while a wait of it may still be in the ready
+  // queue stays filed, one tick on, instead of leaving the wheel: a timer whose entry is
+  // filed waits in this shard, so its next wait, from whatever thread, is queued behind that
+  // one if aborted too. Out of the wheel, the timer would wait in the next caller's shard,
+  // whose drain (or the sweep's part) may come first (a timer used from two threads on a
+  // context run by one), where Asio completes a timer's aborted wait before any later wait
+  // of the timer. Kept one tick at a time until the drain has taken the queue; a wait that
+  // joins it meanwhile is filed again for its deadline when the tick comes (lazy re-arm).
+  // Out of line: rare, and inlined it would weigh on every expiry's path (callgrind_ops).
+  [[gnu::noinline]] void keep_filing(timer_entry& entry, tick_type now) noexcept {
+    driver_.wheel().insert(entry, now + 1);
   }
 
   // Statistics (see wheel_statistics): totals only ever grow.

@@ -181,7 +181,7 @@ public:
   // Moves the pending waits of `from` to `to` (a timer being moved).
   void move_entry(timer_entry& to, timer_entry& from) {
     std::lock_guard lock(mutex_);
-    queue_.move(to, from);
+    queue_.move(to, from, drain_.queued());
   }
 
   // For the service's sweep (drain_sweep.hpp), which stands in for this shard's drain:
