@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -106,7 +107,8 @@ public:
       to.ready_mark_ = from.ready_mark_; // see queue_behind_ready: the moved waits come after
     if (from.head_ == nullptr) {
       // A filing left behind: of no use to `to`, unless a wait of the timer may still be in
-      // the ready queue, which keeps the timer in this shard (see keep_filing).
+      // the ready queue, which keeps the timer in this shard (see keep_filing): `to` takes
+      // it, at its tick, as the timer's own next wait would have found it.
       if (from.is_linked()) {
         if (drain_queued && waits_ready) {
           to.filed_.store(true, std::memory_order_relaxed);
@@ -184,9 +186,7 @@ public:
     return driver_.advance(now, [&](wheel_node& node) noexcept {
       auto& entry = static_cast<timer_entry&>(node);
       if (entry.head_ == nullptr) {
-        if (drain_queued && ready_.holds_wait_of(entry))
-          keep_filing(entry, now);
-        else
+        if (!(drain_queued && ready_.holds_wait_of(entry) && keep_filing(entry, now)))
           entry.filed_.store(false, std::memory_order_release); // left behind: dropped
         return true;
       }
@@ -288,7 +288,8 @@ private:
                                       tick_type now) noexcept {
     batch.count_late(entry);
     queue_behind_ready(entry, spare);
-    keep_filing(entry, now);
+    if (!keep_filing(entry, now))
+      entry.filed_.store(false, std::memory_order_release);
   }
 
   // An entry without waits that a turn reaches while a wait of it may still be in the ready
@@ -300,8 +301,12 @@ private:
   // of the timer. Kept one tick at a time until the drain has taken the queue; a wait that
   // joins it meanwhile is filed again for its deadline when the tick comes (lazy re-arm).
   // Out of line: rare, and inlined it would weigh on every expiry's path (callgrind_ops).
-  [[gnu::noinline]] void keep_filing(timer_entry& entry, tick_type now) noexcept {
+  // False at the last tick there is, which has no next (the entry then leaves).
+  [[gnu::noinline]] bool keep_filing(timer_entry& entry, tick_type now) noexcept {
+    if (now == std::numeric_limits<tick_type>::max())
+      return false;
     driver_.wheel().insert(entry, now + 1);
+    return true;
   }
 
   // Statistics (see wheel_statistics): totals only ever grow.
