@@ -47,6 +47,7 @@ public:
   wheel_driver<Clock>& driver() noexcept { return driver_; }
   const wheel_driver<Clock>& driver() const noexcept { return driver_; }
   wheel_counters& counters() noexcept { return counters_; }
+  std::uint8_t shard() const noexcept { return shard_; }
   ready_queue& ready() noexcept { return ready_; }
   // Entries with pending waits: while there are none, the alarm need not be armed.
   std::size_t live() const noexcept { return live_; }

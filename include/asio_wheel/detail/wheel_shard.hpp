@@ -65,7 +65,7 @@ public:
   // null.
   wheel_shard(service_home& home, std::uint8_t index, duration tick, bool shutdown,
               drain_sweep* sweep)
-      : home_(home), queue_(index), shutdown_(shutdown), index_(index), may_sweep_(sweep) {
+      : home_(home), queue_(index), shutdown_(shutdown), may_sweep_(sweep) {
     queue_.driver().set_tick(tick, false);
   }
 
@@ -184,9 +184,9 @@ public:
     queue_.move(to, from, drain_.queued());
   }
 
-  // For the service's sweep (drain_sweep.hpp), which stands in for this shard's drain:
-  // takes the ready queue as drain() does, the first waits' addresses appended to `hints`.
-  wait_op* take_for_sweep(std::uint64_t& count, batch_hints& hints) {
+  // Takes the ready queue for the drain, or for the service's sweep (drain_sweep.hpp) that
+  // stands in for it: the first waits' addresses appended to `hints`.
+  wait_op* take_ready(std::uint64_t& count, batch_hints& hints) {
     std::lock_guard lock(mutex_);
     wait_op* const list = queue_.ready().take(count, hints);
     drain_.ran();
@@ -195,8 +195,8 @@ public:
     return list;
   }
 
-  // Completes what take_for_sweep() gave, as drain() does (`hints`: its first waits), as a
-  // part of the sweep's batch (`until_check`, the result: see complete_batch).
+  // Completes what take_ready() gave (`hints`: its first waits), as the drain's batch or a
+  // part of the sweep's (`until_check`, the result: see complete_batch).
   bool complete_swept(wait_op* list, wait_op* const* hints, std::size_t hinted,
                       unsigned& until_check) {
     return complete_batch(
@@ -347,7 +347,7 @@ private:
 
   // Out of line: it is rarely needed, and would weigh on the callers' inlining.
   [[gnu::noinline]] void post_drain_now() {
-    if (sweep_ != nullptr && sweep_->enroll(index_))
+    if (sweep_ != nullptr && sweep_->enroll(queue_.shard()))
       drain_.queued_elsewhere();
     else
       drain_.post(home_, this);
@@ -418,12 +418,11 @@ private:
   service_home& home_;
   timer_queue<Clock> queue_;
   // The drain, and the continuation of an expiry turn: at most one of each is queued. When
-  // the shard sweeps (sweep_), drain_ is never posted: queued means this shard is pending in
-  // the service's sweep, which takes the ready queue as drain() would.
+  // the service's sweep took this shard (enroll() said so), drain_ is not posted: queued
+  // then means this shard is pending in the sweep, which takes the ready queue instead.
   own_post<wheel_shard, &wheel_shard::drain> drain_;
   own_post<wheel_shard, &wheel_shard::resume> continuation_;
   bool shutdown_ = false;
-  const std::uint8_t index_;
   // The service's sweep if it may stand in for drain_, and sweep_ that once the first wait
   // found the home an io_context (start()): a context of another kind may throw from a
   // post, which the sweep has no way to report.

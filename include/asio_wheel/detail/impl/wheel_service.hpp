@@ -54,7 +54,7 @@ void wheel_service<Clock, WaitTraits>::sweep() {
     shard_type* const shard = shards_[index].load(std::memory_order_acquire);
     std::uint64_t taken = 0;
     const std::size_t first_hint = hints.size;
-    wait_op* const list = shard->take_for_sweep(taken, hints);
+    wait_op* const list = shard->take_ready(taken, hints);
     waits += taken;
     if (list != nullptr)
       parts[count++] = {shard, list, first_hint, hints.size - first_hint};

@@ -141,16 +141,9 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
 template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::drain() {
   note_runner();
-  wait_op* list = nullptr;
   batch_hints hints;
-  {
-    std::lock_guard lock(mutex_);
-    std::uint64_t count = 0;
-    list = queue_.ready().take(count, hints);
-    drain_.ran();
-    reserve_.refill();
-    queue_.counters().batch(count);
-  }
+  std::uint64_t count = 0;
+  wait_op* const list = take_ready(count, hints);
   complete(list, hints.ops, hints.size);
 }
 
@@ -158,8 +151,7 @@ template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::complete(wait_op* list, wait_op* const* hints,
                                               std::size_t hinted) {
   unsigned until_check = stop_check_interval;
-  complete_batch(
-      list, home_, [this](wait_op* rest) { requeue(rest); }, hints, hinted, until_check);
+  complete_swept(list, hints, hinted, until_check);
 }
 
 } // namespace asio_wheel::detail
