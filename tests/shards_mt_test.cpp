@@ -29,10 +29,12 @@
 #include "asio_test_support.hpp"
 #include "step_thread.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -90,6 +92,31 @@ std::size_t shards_used(asio::io_context& ioc) {
     return asio_wheel::get_statistics(ioc).shards;
   else
     return 2; // Asio's timer has no shards: the check is the wheel's
+}
+
+// A step_thread whose waits go to another shard than this thread's. Thread ordinals are
+// process-wide and a context has 4 shards here, so every fourth new thread shares this one's
+// shard: which does depends on the test cases run before.
+template <class Timer>
+std::unique_ptr<step_thread> helper_in_another_shard() {
+  for (;;) {
+    auto helper = std::make_unique<step_thread>();
+    if constexpr (!std::is_same_v<Timer, asio_wheel::wheel_timer>) {
+      return helper;
+    } else {
+      asio::io_context probe;
+      Timer mine(probe);
+      Timer theirs(probe);
+      mine.expires_after(1h);
+      mine.async_wait([](const asio::error_code&) {});
+      helper->run([&] {
+        theirs.expires_after(1h);
+        theirs.async_wait([](const asio::error_code&) {});
+      });
+      if (asio_wheel::get_statistics(probe).shards == 2)
+        return helper;
+    }
+  }
 }
 
 } // namespace
@@ -336,18 +363,26 @@ TEST_CASE_TEMPLATE("shards: a handler that aborts a wait and waits again on its 
   CHECK(first_ticket.load() < second_ticket.load()); // a timer's completions in order
 }
 
-TEST_CASE_TEMPLATE("shards: a moved timer's aborted waits complete in the order they were "
-                   "aborted, though the second starts on a thread whose shard has a drain "
-                   "queued first",
+TEST_CASE_TEMPLATE("shards: a timer's aborted wait completes before the timer's next wait, "
+                   "though that starts on a thread whose shard has a drain queued first",
                    Timer, asio::steady_timer, asio_wheel::wheel_timer) {
   // One thread runs the context; the timers are used from it and from one other thread,
   // one step after another. That thread's shard queues its drain first (an abort of
-  // `other`); then the main thread's timer has a wait aborted, is moved (leaving only a
-  // filing), and the other thread waits on the moved timer and aborts that wait too. Asio
+  // `other`); then the main thread's timer has a wait aborted, by cancel() before the timer
+  // is moved (leaving only a filing), or by assigning an idle timer over it (leaving it
+  // without waits), and the other thread waits on the timer and aborts that wait too. Asio
   // completes the timer's two aborted waits in that order.
+  bool assign = false;
+  SUBCASE("cancelled, then moved") {
+    assign = false;
+  }
+  SUBCASE("assigned over") {
+    assign = true;
+  }
   asio::io_context ioc;
   std::vector<int> order;
-  step_thread helper;
+  const auto helper_thread = helper_in_another_shard<Timer>();
+  step_thread& helper = *helper_thread;
   Timer other(ioc);
   helper.run([&] {
     other.expires_after(1h);
@@ -357,13 +392,153 @@ TEST_CASE_TEMPLATE("shards: a moved timer's aborted waits complete in the order 
   Timer t(ioc);
   t.expires_after(1h);
   t.async_wait([&](const asio::error_code&) { order.push_back(1); });
-  t.cancel();
-  Timer moved(std::move(t));
+  std::unique_ptr<Timer> moved;
+  if (assign) {
+    t = Timer(ioc);
+  } else {
+    t.cancel();
+    moved = std::make_unique<Timer>(std::move(t));
+  }
+  Timer& next = moved ? *moved : t;
   helper.run([&] {
-    moved.expires_after(1h);
-    moved.async_wait([&](const asio::error_code&) { order.push_back(2); });
-    moved.cancel();
+    next.expires_after(1h);
+    next.async_wait([&](const asio::error_code&) { order.push_back(2); });
+    next.cancel();
   });
+  ioc.run();
+  CHECK(order == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE_TEMPLATE("shards: a timer assigned over by a timer with a pending wait completes its "
+                   "aborted wait, then the wait it took, exactly once each",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  // The assignment aborts t's wait and t takes u's, filed in the helper's shard; t then
+  // cancels it. Each completes once (the order between the two is not the subject here:
+  // the taken wait was started before the assignment).
+  asio::io_context ioc;
+  std::vector<int> order;
+  const auto helper_thread = helper_in_another_shard<Timer>();
+  step_thread& helper = *helper_thread;
+  Timer t(ioc);
+  t.expires_after(1h);
+  t.async_wait([&](const asio::error_code& ec) { order.push_back(ec ? 1 : -1); });
+  Timer u(ioc);
+  helper.run([&] {
+    u.expires_after(1h);
+    u.async_wait([&](const asio::error_code& ec) { order.push_back(ec ? 2 : -2); });
+  });
+  t = std::move(u);
+  CHECK(t.cancel() == 1);
+  CHECK(u.cancel() == 0);
+  ioc.run();
+  std::sort(order.begin(), order.end());
+  CHECK(order == std::vector<int>{1, 2});
+}
+
+TEST_CASE_TEMPLATE("shards: a timer's expiry, in a batch that a throw cuts short, completes "
+                   "before the timer's next wait, started and aborted on another thread whose "
+                   "shard has a drain queued first",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  // x and t expire in one batch, x first. x's handler has the helper abort `other` (so the
+  // helper's shard queues a drain) and throws out of run(): t's expiry is left queued, and
+  // t left the wheel when its turn took it. The helper then waits on t (or on the timer t
+  // was moved to) and aborts that wait, either from x's handler, in step with it, while the
+  // batch runs, or after run() returned. Asio completes t's expiry first. (stop() cuts a
+  // batch the same way, after up to 64 handlers: see "Batched completions" in the README.)
+  enum class variant { after, moved, assigned, assigned_over, in_batch };
+  variant v = variant::after;
+  SUBCASE("after run() returned") {
+    v = variant::after;
+  }
+  SUBCASE("on a timer move-constructed from it") {
+    v = variant::moved;
+  }
+  SUBCASE("on a timer it was move-assigned to") {
+    v = variant::assigned;
+  }
+  SUBCASE("after a timer made on the other thread was assigned over it") {
+    v = variant::assigned_over;
+  }
+  SUBCASE("from x's handler, while the batch runs") {
+    v = variant::in_batch;
+  }
+  asio::io_context ioc;
+  std::vector<int> order;
+  const auto helper_thread = helper_in_another_shard<Timer>();
+  step_thread& helper = *helper_thread;
+  Timer other(ioc);
+  helper.run([&] {
+    other.expires_after(1h);
+    other.async_wait([&](const asio::error_code&) { order.push_back(0); });
+  });
+  Timer x(ioc);
+  Timer t(ioc);
+  const auto wait_and_abort = [&](Timer& timer) {
+    timer.expires_after(1h);
+    timer.async_wait([&](const asio::error_code& ec) { order.push_back(ec ? 2 : -2); });
+    timer.cancel();
+  };
+  x.expires_at(sclock::now() - 2s);
+  t.expires_at(sclock::now() - 1s);
+  x.async_wait([&](const asio::error_code&) {
+    helper.run([&] {
+      other.cancel();
+      if (v == variant::in_batch)
+        wait_and_abort(t); // t's expiry is later in this batch: nothing to abort yet
+    });
+    throw std::runtime_error("x");
+  });
+  t.async_wait([&](const asio::error_code& ec) { order.push_back(ec ? -1 : 1); });
+  CHECK_THROWS_AS(ioc.run(), std::runtime_error);
+  std::unique_ptr<Timer> next;
+  if (v == variant::moved) {
+    next = std::make_unique<Timer>(std::move(t));
+  } else if (v == variant::assigned) {
+    next = std::make_unique<Timer>(ioc);
+    *next = std::move(t);
+  }
+  if (v == variant::assigned_over)
+    helper.run([&] { t = Timer(ioc); }); // t keeps its last shard, which holds its expiry
+  if (v != variant::in_batch)
+    helper.run([&] { wait_and_abort(next ? *next : t); });
+  ioc.restart();
+  ioc.run();
+  REQUIRE(order.size() == 3);
+  const auto at = [&](int value) { return std::find(order.begin(), order.end(), value); };
+  CHECK(at(1) < at(2));
+  CHECK(at(0) != order.end());
+}
+
+TEST_CASE_TEMPLATE("shards: a timer assigned over while its aborted wait is in a running drain "
+                   "keeps that wait first",
+                   Timer, asio::steady_timer, asio_wheel::wheel_timer) {
+  // y's and t's waits are aborted, y's first: one drain takes both. y's handler assigns an
+  // idle timer over t (whose aborted wait is in that drain's batch, no longer queued), has
+  // the helper start and abort t's next wait, and throws: t's aborted wait goes back to its
+  // shard, whose drain is now queued after the helper's.
+  asio::io_context ioc;
+  std::vector<int> order;
+  const auto helper_thread = helper_in_another_shard<Timer>();
+  step_thread& helper = *helper_thread;
+  Timer y(ioc);
+  Timer t(ioc);
+  y.expires_after(1h);
+  t.expires_after(1h);
+  y.async_wait([&](const asio::error_code&) {
+    order.push_back(0);
+    t = Timer(ioc);
+    helper.run([&] {
+      t.expires_after(1h);
+      t.async_wait([&](const asio::error_code& ec) { order.push_back(ec ? 2 : -2); });
+      t.cancel();
+    });
+    throw std::runtime_error("y");
+  });
+  t.async_wait([&](const asio::error_code& ec) { order.push_back(ec ? 1 : -1); });
+  y.cancel();
+  t.cancel();
+  CHECK_THROWS_AS(ioc.run(), std::runtime_error);
+  ioc.restart();
   ioc.run();
   CHECK(order == std::vector<int>{0, 1, 2});
 }

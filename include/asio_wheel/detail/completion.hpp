@@ -25,6 +25,7 @@
 #include <asio_wheel/detail/asio_forward.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -43,6 +44,53 @@ struct batch_hints {
   static constexpr std::size_t capacity = 256;
   wait_op* ops[capacity];
   std::size_t size = 0;
+};
+
+// What a shard took out of its wheel or its ready queue and has not completed, for the order
+// of a timer's waits. A turn takes its due waits out of the wheel, and their timers, left
+// without waits, leave the wheel (idle); a drain takes the ready queue, the aborted waits of
+// timers that may have left the wheel since. Such a timer's next wait, started on another
+// thread, would go to that thread's shard, whose drain may come first, where Asio completes
+// a timer's expired or aborted wait before any later wait of the timer. So, while a batch
+// taken from a shard runs, and while the rest of one cut short by stop() or a throw waits in
+// its ready queue for the next drain, an idle timer last filed in that shard waits there
+// again (wheel_service::other_thread_shard), and a timer assigned an idle one keeps its filing
+// there (wheel_shard::release). Read without the shard's lock, relaxed: a thread that starts a wait
+// on a timer whose earlier wait was taken has synchronized with the thread that took it (Asio's
+// timers are not thread-safe objects), which orders the write before the read; a thread that has
+// not is not ordered after that wait by Asio either. A line of its own: written twice per batch,
+// read on another thread only for an idle timer used from it.
+class alignas(64) batch_state {
+public:
+  // A turn took its due waits (under the shard's lock).
+  void taken() noexcept { running_.fetch_add(1, std::memory_order_relaxed); }
+
+  // A drain or a sweep took the whole ready queue, and so what a requeue() put back (under
+  // the shard's lock).
+  void taken_from_ready() noexcept {
+    taken();
+    if (requeued_.load(std::memory_order_relaxed))
+      requeued_.store(false, std::memory_order_relaxed);
+  }
+
+  // A batch taken has completed, or gone back to the ready queue (after requeued()).
+  void ended() noexcept { running_.fetch_sub(1, std::memory_order_relaxed); }
+
+  // The rest of a batch went back to the front of the ready queue (under the shard's lock).
+  void requeued() noexcept {
+    if (!requeued_.load(std::memory_order_relaxed))
+      requeued_.store(true, std::memory_order_relaxed);
+  }
+
+  bool running() const noexcept { return running_.load(std::memory_order_relaxed) != 0; }
+
+  bool holding() const noexcept { return running() || requeued_.load(std::memory_order_relaxed); }
+
+private:
+  // Batches taken and not ended: a turn's, a drain's, the parts of sweeps.
+  std::atomic<unsigned> running_{0};
+  // From a requeue() until the ready queue is next taken. Written only when it changes.
+  std::atomic<bool> requeued_{false};
 };
 
 // Waits whose result is decided (expired out of turn, or aborted), in completion order,

@@ -58,23 +58,32 @@ inline unsigned shard_count() noexcept {
 #endif
 }
 
-// The threads that started waits, numbered in the order of their first waits, from 0.
+// The threads that made timers or started waits, numbered in the order they first did, from
+// 0.
 // Process-wide, so that every service maps a thread to the same shard; written once per
 // thread.
 inline std::atomic<unsigned> thread_ordinals{0};
 
 // This thread's shard in every wheel service of a real clock: its ordinal modulo the
 // number of shards, so that the threads of a pool that start waiting together get a shard
-// each, up to the number of shards, and share them beyond. no_shard until its first wait.
+// each, up to the number of shards, and share them beyond. no_shard until its first wait or
+// its first timer.
 // Constant-initialized, so that each wait reads it directly, without a thread-local
 // initialization call.
 inline thread_local std::uint8_t this_thread_shard = no_shard;
 
-// This thread's first wait: its shard, from now on.
+// This thread's first wait, or its first timer: its shard, from now on.
 [[gnu::cold, gnu::noinline]] inline unsigned take_thread_shard() noexcept {
   const unsigned ordinal = thread_ordinals.fetch_add(1, std::memory_order_relaxed);
   this_thread_shard = static_cast<std::uint8_t>(ordinal & (shard_count() - 1));
   return this_thread_shard;
+}
+
+// This thread's shard, taken now if it has none: the one a timer made on this thread
+// starts with (see timer_entry::shard_).
+inline std::uint8_t thread_shard_now() noexcept {
+  const std::uint8_t shard = this_thread_shard;
+  return shard != no_shard ? shard : static_cast<std::uint8_t>(take_thread_shard());
 }
 
 } // namespace asio_wheel::detail

@@ -15,6 +15,7 @@
 // service's counters: the service does that around these calls.
 
 #include <asio_wheel/detail/block_reserve.hpp>
+#include <asio_wheel/detail/thread_shard.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 
@@ -47,8 +48,11 @@ struct timer_entry : wheel_node {
   // last: while filed_, every change to the entry and its waits is made under that shard's
   // lock. Written under that lock when a wait files the entry; it changes only while the
   // entry is idle, by the owner's next wait (which files it in the owner's thread's shard),
-  // so the owner reads it without a lock. In wheel_node's tail padding too.
-  std::uint8_t shard_ = 0;
+  // so the owner reads it without a lock; the owner also copies it when it takes an idle
+  // timer's state (a move). Until the first filing, the shard of the thread that made the
+  // entry, so that a first wait on that thread costs no more than a later one
+  // (wheel_service::shard_for_wait). In wheel_node's tail padding too.
+  std::uint8_t shard_ = thread_shard_now();
   // The ready queue's epoch when a wait of this timer last joined it (see
   // ready_queue::holds_wait_of): while it is current, a wait of the timer that a turn finds
   // due queues behind it rather than completing first. Under the shard's lock; in

@@ -122,14 +122,22 @@ public:
   // idle one): they go to the shard that holds its entry. See wheel_shard for each.
   std::size_t cancel(timer_entry& entry) { return shard_of(entry).cancel(entry); }
   std::size_t cancel_one(timer_entry& entry) { return shard_of(entry).cancel_one(entry); }
-  void release(timer_entry& entry, bool from_destructor) {
-    shard_of(entry).release(entry, from_destructor);
+  void release(timer_entry& entry, bool from_destructor, bool keep_shard) {
+    shard_of(entry).release(entry, from_destructor, keep_shard);
   }
   void retarget(timer_entry& entry, const time_point& expiry) {
     shard_of(entry).retarget(entry, expiry);
   }
   // `to` is idle: it takes the shard of `from` with its waits.
   void move_entry(timer_entry& to, timer_entry& from) { shard_of(from).move_entry(to, from); }
+  // An idle timer (`to`) takes an idle one's state (a move): it waits next where `from`
+  // would have (see other_thread_shard), unless, assigned (`fresh` false), its own last
+  // shard holds a wait that may be its own; where both shards do, it keeps its own (README,
+  // "Order around aborted waits").
+  void take_last_shard(timer_entry& to, const timer_entry& from, bool fresh) const noexcept {
+    if (fresh || !last_shard_holds(to))
+      to.shard_ = from.shard_;
+  }
 
   // A snapshot summed over the shards, each consistent in itself (see wheel_statistics),
   // from any thread.
@@ -147,15 +155,39 @@ private:
   void shutdown() override;
 
   // The shard a new wait on `entry` goes to: the entry's while it is filed (idle() is false),
-  // else this thread's (see thread_shard.hpp); a virtual clock's service has one shard, as
-  // virtual_time drives one alarm. A thread's first wait, or the first in its shard, takes
-  // the slow path: the slot of no_shard stays empty.
+  // else this thread's (see thread_shard.hpp), unless another (see other_thread_shard); a virtual
+  // clock's service has one shard, as virtual_time drives one alarm. A thread's first wait,
+  // or the first in its shard, takes the slow path: the slot of no_shard stays empty. Inline,
+  // one comparison: a timer used on one thread has its shard_ there, filed or idle (a new
+  // one's is the thread's that made it); only a timer used from several threads asks more.
   [[gnu::always_inline]] shard_type& shard_for_wait(const timer_entry& entry) {
     unsigned index = 0;
-    if constexpr (!is_virtual_clock<Clock>::value)
-      index = entry.idle() ? this_thread_shard : entry.shard_;
+    if constexpr (!is_virtual_clock<Clock>::value) {
+      index = entry.shard_;
+      if (index != this_thread_shard)
+        index = other_thread_shard(entry);
+    }
     shard_type* const s = shards_[index].load(std::memory_order_acquire);
     return s != nullptr ? *s : make_shard(index);
+  }
+
+  // A timer last filed in another shard than this thread's: that shard while the timer is
+  // filed there; idle, this thread's, unless that shard holds waits it took and has not
+  // completed (see batch_state), among which may be the timer's expiry or aborted wait: its
+  // next wait, if aborted, must complete after it, which from this thread's shard, whose
+  // drain might come first, it could not. Out of line: only a timer used from several
+  // threads gets here.
+  [[gnu::noinline]] unsigned other_thread_shard(const timer_entry& entry) const noexcept {
+    if (!entry.idle())
+      return entry.shard_;
+    return last_shard_holds(entry) ? entry.shard_ : this_thread_shard;
+  }
+
+  // Whether the shard an idle `entry` was last filed in holds waits it took and has not
+  // completed (see batch_state), among which may be a wait of the entry's timer.
+  bool last_shard_holds(const timer_entry& entry) const noexcept {
+    const shard_type* const last = shards_[entry.shard_].load(std::memory_order_acquire);
+    return last != nullptr && last->holds_taken_waits();
   }
 
   // The shard that holds `entry`, which is not idle: it was made before the entry was filed.

@@ -142,7 +142,15 @@ public:
   // finds no block on the heap takes one from the reserve, and only if that is empty too,
   // throws (and the destructor terminates); otherwise strong guarantee. After shutdown,
   // the waits are destroyed instead, here, without allocating.
-  void release(timer_entry& entry, bool from_destructor) {
+  //
+  // `keep_shard`: the timer lives on, assigned an idle timer. While a wait of it may still
+  // be in the ready queue, or in a batch taken and running (see batch_state), its entry
+  // then stays filed, as cancel() leaves it, so that its next wait, from whatever thread, is
+  // filed here and, if aborted, completes after that one (see timer_queue::keep_filing):
+  // out of the wheel, it would wait in the next caller's shard, whose drain may come first,
+  // where Asio completes the wait that the assignment aborted before any later wait of the
+  // timer.
+  void release(timer_entry& entry, bool from_destructor, bool keep_shard = false) {
     std::unique_lock lock(mutex_);
     if (shutdown_) {
       const doomed_waits waits = queue_.take_doomed(entry);
@@ -155,7 +163,9 @@ public:
       spare_block spare = from_destructor ? reserve_.spare(in_timer) : spare_block(in_timer);
       detach_all(entry, true, spare);
     }
-    if (entry.is_linked())
+    if (entry.is_linked() &&
+        !(keep_shard &&
+          ((drain_.queued() && queue_.ready().holds_wait_of(entry)) || batches_.running())))
       queue_.unfile(entry);
   }
 
@@ -189,6 +199,7 @@ public:
   wait_op* take_ready(std::uint64_t& count, batch_hints& hints) {
     std::lock_guard lock(mutex_);
     wait_op* const list = queue_.ready().take(count, hints);
+    batches_.taken_from_ready();
     drain_.ran();
     reserve_.refill();
     queue_.counters().batch(count);
@@ -199,8 +210,20 @@ public:
   // part of the sweep's (`until_check`, the result: see complete_batch).
   bool complete_swept(wait_op* list, wait_op* const* hints, std::size_t hinted,
                       unsigned& until_check) {
+    struct ended {
+      batch_state& batches;
+      ~ended() { batches.ended(); } // also when a handler throws
+    } end{batches_};
     return complete_batch(
         list, home_, [this](wait_op* rest) { requeue(rest); }, hints, hinted, until_check);
+  }
+
+  // A batch that take_ready() gave and that is given back whole (a sweep's part that a
+  // throw or a stop() kept from its turn), or that was empty. Without the lock.
+  void give_back(wait_op* list) {
+    if (list != nullptr)
+      requeue(list);
+    batches_.ended();
   }
 
   // Waits taken for a batch and not completed (a handler threw, or stop() was called, before
@@ -208,8 +231,13 @@ public:
   void requeue(wait_op* rest) {
     std::lock_guard lock(mutex_);
     queue_.ready().push_front(rest);
+    batches_.requeued();
     post_drain(); // on an io_context or a thread pool, cannot throw
   }
+
+  // Without the lock, from any thread: whether a wait that this shard took out of its wheel
+  // or its ready queue may not have completed yet (see batch_state).
+  bool holds_taken_waits() const noexcept { return batches_.holding(); }
 
   // A consistent snapshot (see wheel_statistics), from any thread.
   wheel_statistics statistics(bool count_levels) const;
@@ -430,6 +458,8 @@ private:
   drain_sweep* sweep_ = nullptr;
   block_reserve reserve_;
   service_alarm<Clock, WaitTraits> alarm_;
+  // Batches taken and not completed, for the order of a timer's waits: see batch_state.
+  batch_state batches_;
 };
 
 } // namespace asio_wheel::detail

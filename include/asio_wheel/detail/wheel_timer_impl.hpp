@@ -53,7 +53,7 @@ public:
       : service_(other.service_), executor_(other.executor_.get(), *other.service_),
         expiry_(other.expiry_) {
     other.expiry_ = time_point();
-    take_waits(other);
+    take_waits(other, true);
   }
 
   wheel_timer_impl(const wheel_timer_impl&) = delete;
@@ -66,12 +66,14 @@ public:
   void move_assign(wheel_timer_impl<Clock, WaitTraits, Executor1>& other) {
     if (static_cast<void*>(this) == static_cast<void*>(&other))
       return;
-    release(false);
+    // Assigned an idle timer of the same context, this timer keeps its shard while its
+    // aborted waits are queued there (see wheel_shard::release).
+    release(false, other.service_ == service_ && other.entry_.idle());
     service_ = other.service_;
     executor_ = executor_holder(other.executor_.get(), *other.service_);
     expiry_ = other.expiry_;
     other.expiry_ = time_point();
-    take_waits(other);
+    take_waits(other, false);
   }
 
   get_executor_result_t<executor_type> get_executor() noexcept { return executor_.get(); }
@@ -123,17 +125,23 @@ private:
 
   using executor_holder = io_executor_holder<Executor>;
 
+  // Also an idle timer's last shard, where a wait of it may still be queued or completing
+  // (see wheel_service::other_thread_shard), unless this timer keeps its own filing (see
+  // move_assign) or, assigned (`fresh` false), its own last shard holds such a wait.
   template <typename Other>
-  void take_waits(Other& other) {
+  void take_waits(Other& other, bool fresh) {
     if (!other.entry_.idle())
       service_->move_entry(entry_, other.entry_);
+    else if (entry_.idle())
+      service_->take_last_shard(entry_, other.entry_, fresh);
   }
 
-  // Aborts the pending waits, as cancel(), and leaves the wheel: the timer is going. If it
-  // throws (only when assigned over), nothing changed.
-  void release(bool from_destructor) {
+  // Aborts the pending waits, as cancel(), and leaves the wheel: the timer is going, or
+  // taking another's state (`keep_shard`: see wheel_shard::release). If it throws (only when
+  // assigned over), nothing changed.
+  void release(bool from_destructor, bool keep_shard = false) {
     if (!entry_.idle())
-      service_->release(entry_, from_destructor);
+      service_->release(entry_, from_destructor, keep_shard);
   }
 
   // The execution context of a standard executor, or of a Networking TS one (such as the

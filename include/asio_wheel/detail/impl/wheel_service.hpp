@@ -58,6 +58,8 @@ void wheel_service<Clock, WaitTraits>::sweep() {
     waits += taken;
     if (list != nullptr)
       parts[count++] = {shard, list, first_hint, hints.size - first_hint};
+    else
+      shard->give_back(nullptr); // nothing to complete: the take ends here
     return true;
   });
   // Shards left pending: another sweep, which another thread may run meanwhile.
@@ -72,7 +74,7 @@ void wheel_service<Clock, WaitTraits>::sweep() {
     unsigned count;
     ~requeue_rest() {
       for (unsigned i = next; i < count; ++i)
-        parts[i].shard->requeue(parts[i].list);
+        parts[i].shard->give_back(parts[i].list);
     }
   } guard{parts, next, count};
   // One batch for stop(): its countdown runs on from one part to the next.

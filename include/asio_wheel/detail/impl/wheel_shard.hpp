@@ -106,6 +106,9 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
   const tick_type now = queue_.driver().turn_at(Clock::now());
   expiry_batch batch(now, queue_.counters());
   bool short_of_memory = false;
+  // Before the take, which lets the timers it empties leave the wheel (idle): one seen idle
+  // from another thread then finds its shard holding (see batch_state). Ended by complete().
+  batches_.taken();
   const bool done = queue_.take_due(now, batch, short_of_memory, drain_.queued());
   wait_op* const list = batch.finish();
   bool failed = short_of_memory;
