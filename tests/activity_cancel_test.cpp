@@ -17,6 +17,9 @@
 // How the completion is caught queued: on a frozen manual_clock, a companion timer expires
 // at the same instant and was started first, so its handler runs first in the same batch
 // (each test checks that it did), and does the cancellation there.
+//
+// Options are written {ping_after, drop_after}, without designators: this file builds as
+// C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/idle_timer.hpp>
@@ -205,7 +208,7 @@ TEST_CASE("heartbeat: cancel() after the completion was queued: the event due th
     CAPTURE(touch_before);
     tclock::reset(t0, /*running=*/false);
     asio::io_context ioc;
-    hb_t hb(ioc, {.ping_after = 10ms, .drop_after = 30ms});
+    hb_t hb(ioc, {10ms, 30ms});
     result r;
     std::size_t cancelled = 99;
     auto next = [&] {
@@ -243,7 +246,7 @@ TEST_CASE("heartbeat: a slot's emit after the completion was queued, touched bef
   using hb_t = asio_wheel::basic_heartbeat<tclock>;
   tclock::reset(t0, /*running=*/false);
   asio::io_context ioc;
-  hb_t hb(ioc, {.ping_after = 10ms, .drop_after = 30ms});
+  hb_t hb(ioc, {10ms, 30ms});
   asio::cancellation_signal signal;
   result r;
   with_completion_queued(
@@ -274,7 +277,7 @@ TEST_CASE("heartbeat: a cancellation that aborts a wait still in the wheel, its 
     CAPTURE(by_slot);
     tclock::reset(t0, /*running=*/false);
     asio::io_context ioc;
-    hb_t hb(ioc, {.ping_after = 10ms, .drop_after = 30ms});
+    hb_t hb(ioc, {10ms, 30ms});
     asio::cancellation_signal signal;
     result first, second;
     hb.async_next(

@@ -16,6 +16,9 @@
 //
 // Runs under TSan (the "concurrency" label).
 //
+//
+// Options are written {ping_after, drop_after}, without designators: this file builds as
+// C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
@@ -107,7 +110,7 @@ TEST_CASE("heartbeat: a touch held between its clock read and its write does not
           "activity back over a later touch") {
   held_clock::reset(kT0, false);
   asio::io_context ioc;
-  asio_wheel::basic_heartbeat<held_clock> hb(ioc, {.ping_after = 5ms, .drop_after = 10ms});
+  asio_wheel::basic_heartbeat<held_clock> hb(ioc, {5ms, 10ms});
   CHECK(race_two_touches([&] { hb.touch(); }, [&] { return hb.last_activity(); }) == kT0 + 2ms);
 }
 
@@ -116,7 +119,7 @@ TEST_CASE("heartbeat_group: a member's touch held between its clock read and its
   using group_type = asio_wheel::basic_heartbeat_group<held_clock>;
   held_clock::reset(kT0, false);
   asio::io_context ioc;
-  group_type group(ioc, {.ping_after = 5ms, .drop_after = 10ms},
+  group_type group(ioc, {5ms, 10ms},
                    [](group_type::member&, group_type::event) {});
   group_type::member m;
   group.watch(m);

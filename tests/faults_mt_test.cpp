@@ -158,7 +158,7 @@ TEST_CASE_TEMPLATE("a wait due now, cancelled from another thread at the same mo
 
   {
     asio::io_context ioc;
-    runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = true, .rerun_on_exception = true});
+    runner_threads run(ioc, 2, kMtWatchdog, {/*hold_work*/ true, /*rerun_on_exception*/ true});
     std::vector<std::unique_ptr<Timer>> timers;
     std::vector<asio::strand<asio::io_context::executor_type>> strands;
     for (int i = 0; i < per_round; ++i) {
@@ -308,7 +308,7 @@ TEST_CASE_TEMPLATE("stop() from another thread while two threads run a stream of
             });
       }
       {
-        runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = false, .rerun_on_exception = true});
+        runner_threads run(ioc, 2, kMtWatchdog, {/*hold_work*/ false, /*rerun_on_exception*/ true});
         std::this_thread::sleep_for(
             std::chrono::microseconds(std::uniform_int_distribution<int>(0, 20000)(rng)));
         ioc.stop();
@@ -319,7 +319,7 @@ TEST_CASE_TEMPLATE("stop() from another thread while two threads run a stream of
         ++stopped_early;
       ioc.restart();
       {
-        runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = false, .rerun_on_exception = true});
+        runner_threads run(ioc, 2, kMtWatchdog, {/*hold_work*/ false, /*rerun_on_exception*/ true});
         CHECK(run.join());
         CHECK(run.exceptions == 0);
       }
@@ -373,7 +373,7 @@ TEST_CASE_TEMPLATE("handlers that throw while two threads run the context: every
               throw std::runtime_error("thrown by a handler");
           });
     }
-    runner_threads run(ioc, 2, kMtWatchdog, {.hold_work = false, .rerun_on_exception = true});
+    runner_threads run(ioc, 2, kMtWatchdog, {/*hold_work*/ false, /*rerun_on_exception*/ true});
     CHECK(run.join());
     exceptions = run.exceptions;
   }

@@ -23,6 +23,9 @@
 // those before it; up and down repeatedly; pings; a member touched while it waits in a queue
 // is filed again from its stamp; one run looks at 4096 members at most; a group destroyed
 // with a change pending; fixed thresholds never create the scale; invalid ranges.
+//
+// Options are written {ping_after, drop_after}, without designators: this file builds as
+// C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/timeout_scale.hpp>
@@ -107,7 +110,7 @@ TEST_CASE("heartbeat_group: one ping after ping_after of silence, a drop after d
   until_premise([&](bool last) {
     asio::io_context ctx;
     recorder rec;
-    group_type group(ctx, {.ping_after = 40ms, .drop_after = 150ms}, rec.handler());
+    group_type group(ctx, {40ms, 150ms}, rec.handler());
     CHECK(group.get_options().ping_after == 40ms);
     CHECK(group.get_options().drop_after == 150ms);
     connection c;
@@ -140,7 +143,7 @@ TEST_CASE("heartbeat_group: one ping after ping_after of silence, a drop after d
 TEST_CASE("heartbeat_group: a zero ping_after is an idle timeout: drops only") {
   asio::io_context ctx;
   recorder rec;
-  group_type group(ctx, {.drop_after = 60ms}, rec.handler());
+  group_type group(ctx, {{}, 60ms}, rec.handler());
   connection a, b;
   const auto before = sclock::now();
   group.watch(a);
@@ -175,7 +178,7 @@ TEST_CASE("heartbeat_group: a touch starts a new quiet spell: pinged again only 
         m.touch(); // the peer answered the ping
       }
     };
-    group_type group(ctx, {.ping_after = kPing, .drop_after = kDrop}, rec.handler());
+    group_type group(ctx, {kPing, kDrop}, rec.handler());
     connection c;
     const auto before = sclock::now();
     group.watch(c);
@@ -209,7 +212,7 @@ TEST_CASE("heartbeat_group: regular input keeps a member quiet; others are dropp
   until_premise([&](bool last_attempt) {
     asio::io_context ctx;
     recorder rec;
-    group_type group(ctx, {.ping_after = kPing, .drop_after = kDrop}, rec.handler());
+    group_type group(ctx, {kPing, kDrop}, rec.handler());
     connection busy, quiet;
     const auto start = sclock::now();
     group.watch(busy);
@@ -253,7 +256,7 @@ TEST_CASE("heartbeat_group: many members watched at different times: each event 
   until_premise([&](bool last) {
     asio::io_context ctx;
     recorder rec;
-    group_type group(ctx, {.ping_after = kPing, .drop_after = kDrop}, rec.handler());
+    group_type group(ctx, {kPing, kDrop}, rec.handler());
     std::vector<std::unique_ptr<connection>> conns;
     std::map<const member*, sclock::time_point> watched_after;
     // Watched in waves, 10 at a time every 2 ms.
@@ -295,7 +298,7 @@ TEST_CASE("heartbeat_group: unwatch() stops the events; run() returns once nothi
   asio::io_context ctx;
   recorder rec;
   // A ping far beyond kPrompt: run() waiting for it would fail the check.
-  group_type group(ctx, {.ping_after = 20s, .drop_after = kFar}, rec.handler());
+  group_type group(ctx, {20s, kFar}, rec.handler());
   connection a, b;
   group.watch(a);
   group.watch(b);
@@ -317,7 +320,7 @@ TEST_CASE("heartbeat_group: destroying a watched member unwatches it") {
   until_premise([&](bool last) {
     asio::io_context ctx;
     recorder rec;
-    group_type group(ctx, {.ping_after = 20ms, .drop_after = 200ms}, rec.handler());
+    group_type group(ctx, {20ms, 200ms}, rec.handler());
     auto gone = std::make_unique<connection>();
     connection stays;
     group.watch(*gone);
@@ -354,7 +357,7 @@ TEST_CASE("heartbeat_group: the event handler may destroy its member, another me
       if ((c.id == 0 && ev == hb_event::ping) || (c.id != 0 && ev == hb_event::drop))
         conns[static_cast<std::size_t>(c.id)].reset();
     };
-    group.emplace(ctx, group_type::options{.ping_after = 20ms, .drop_after = 200ms}, rec.handler());
+    group.emplace(ctx, group_type::options{20ms, 200ms}, rec.handler());
     for (auto& c : conns)
       group->watch(*c);
     // The pings need their turn before drop_after (see the first test); on a machine that
@@ -379,7 +382,7 @@ TEST_CASE("heartbeat_group: the event handler may destroy its member, another me
       if (c.id == 0)
         conns[1].reset(); // due at the same time, not delivered yet, or later
     };
-    group.emplace(ctx, group_type::options{.drop_after = 30ms}, rec.handler());
+    group.emplace(ctx, group_type::options{{}, 30ms}, rec.handler());
     for (auto& c : conns)
       group->watch(*c);
     const auto r = guarded_run(ctx);
@@ -391,7 +394,7 @@ TEST_CASE("heartbeat_group: the event handler may destroy its member, another me
 
   SUBCASE("the group: the members due at the same time get nothing, all are unwatched") {
     rec.react = [&](member&, hb_event) { group.reset(); };
-    group.emplace(ctx, group_type::options{.drop_after = 30ms}, rec.handler());
+    group.emplace(ctx, group_type::options{{}, 30ms}, rec.handler());
     for (auto& c : conns)
       group->watch(*c);
     const auto r = guarded_run(ctx);
@@ -408,7 +411,7 @@ TEST_CASE("heartbeat_group: destroying the group unwatches its members, without 
   recorder rec;
   connection a, b;
   {
-    group_type group(ctx, {.ping_after = 10ms, .drop_after = 20ms}, rec.handler());
+    group_type group(ctx, {10ms, 20ms}, rec.handler());
     group.watch(a);
     group.watch(b);
   }
@@ -423,8 +426,8 @@ TEST_CASE("heartbeat_group: watch() again restarts the spell; another group's me
           "refused") {
   asio::io_context ctx;
   recorder rec, other_rec;
-  group_type group(ctx, {.drop_after = 80ms}, rec.handler());
-  group_type other(ctx, {.drop_after = 80ms}, other_rec.handler());
+  group_type group(ctx, {{}, 80ms}, rec.handler());
+  group_type other(ctx, {{}, 80ms}, other_rec.handler());
   connection c;
   group.watch(c);
   try {
@@ -463,16 +466,16 @@ TEST_CASE("heartbeat_group: invalid options and an empty handler throw "
     }
     return std::string("no exception");
   };
-  CHECK(message_of({.ping_after = -1ms, .drop_after = 1s}, handler).find("0 <= ping_after") !=
+  CHECK(message_of({-1ms, 1s}, handler).find("0 <= ping_after") !=
         std::string::npos);
-  CHECK(message_of({.ping_after = 2s, .drop_after = 1s}, handler).find("< drop_after") !=
+  CHECK(message_of({2s, 1s}, handler).find("< drop_after") !=
         std::string::npos);
-  CHECK(message_of({.ping_after = 1s, .drop_after = 1s}, handler).find("< drop_after") !=
+  CHECK(message_of({1s, 1s}, handler).find("< drop_after") !=
         std::string::npos);
-  CHECK(message_of({.drop_after = 0s}, handler).find("< drop_after") != std::string::npos);
-  CHECK(message_of({.drop_after = 1s}, nullptr).find("event handler is empty") !=
+  CHECK(message_of({{}, 0s}, handler).find("< drop_after") != std::string::npos);
+  CHECK(message_of({{}, 1s}, nullptr).find("event handler is empty") !=
         std::string::npos);
-  CHECK(message_of({.ping_after = 0s, .drop_after = 1s}, handler) == "no exception");
+  CHECK(message_of({0s, 1s}, handler) == "no exception");
 }
 
 TEST_CASE("heartbeat_group: an exception from the event handler leaves run(); the group goes "
@@ -486,7 +489,7 @@ TEST_CASE("heartbeat_group: an exception from the event handler leaves run(); th
       throw std::runtime_error("from the event handler");
     }
   };
-  group_type group(ctx, {.drop_after = 30ms}, rec.handler());
+  group_type group(ctx, {{}, 30ms}, rec.handler());
   connection a, b, c;
   group.watch(a);
   group.watch(b);
@@ -508,7 +511,7 @@ TEST_CASE("heartbeat_group: a burst larger than one run's budget: every member e
   std::vector<connection> conns(kMembers);
   for (std::size_t i = 0; i < kMembers; ++i)
     conns[i].id = static_cast<int>(i);
-  group_type group(ctx, {.drop_after = 20ms}, [&](member& m, hb_event ev) {
+  group_type group(ctx, {{}, 20ms}, [&](member& m, hb_event ev) {
     CHECK(ev == hb_event::drop);
     ++drops;
     ++seen[static_cast<std::size_t>(static_cast<connection&>(m).id)];
@@ -542,7 +545,7 @@ TEST_CASE("heartbeat_group: destroyed by a handler of the batch that completed i
     shut = true;
   });
   group = std::make_unique<group_type>(
-      ctx, group_type::options{.ping_after = 5ms, .drop_after = 10ms}, rec.handler());
+      ctx, group_type::options{5ms, 10ms}, rec.handler());
   group->watch(c);
   std::this_thread::sleep_for(30ms);
   const auto r = guarded_run(ctx);
@@ -597,7 +600,7 @@ TEST_CASE("heartbeat_group: ranges: a lowered factor drops the members past thei
   asio::io_context ioc;
   scaled_log<clock> log;
   log.scale = &asio_wheel::timeout_scale::of(ioc);
-  group_t group(ioc, {.drop_after = {10ms, 110ms}}, log.handler());
+  group_t group(ioc, {{}, {10ms, 110ms}}, log.handler());
   group_t::member a, b;
   group.watch(a); // quiet since t0
   clock::set(t0 + 20ms);
@@ -641,7 +644,7 @@ TEST_CASE("heartbeat_group: ranges: the factor changed up and down while members
   scaled_log<clock> log;
   log.scale = &asio_wheel::timeout_scale::of(ioc);
   const group_t::range drop{5ms, 405ms};
-  group_t group(ioc, {.drop_after = drop}, log.handler());
+  group_t group(ioc, {{}, drop}, log.handler());
   constexpr int kMembers = 24;
   std::vector<group_t::member> members(kMembers);
   std::vector<clock::time_point> quiet_since(kMembers);
@@ -693,7 +696,7 @@ TEST_CASE("heartbeat_group: ranges: pings and drops each at their scaled thresho
   asio::io_context ioc;
   scaled_log<clock> log;
   log.scale = &asio_wheel::timeout_scale::of(ioc);
-  group_t group(ioc, {.ping_after = {10ms, 50ms}, .drop_after = {40ms, 240ms}}, log.handler());
+  group_t group(ioc, {{10ms, 50ms}, {40ms, 240ms}}, log.handler());
   group_t::member m;
   group.watch(m);
   clock::set(t0 + 30ms);
@@ -723,7 +726,7 @@ TEST_CASE("heartbeat_group: ranges: a member touched while it waits in a queue i
   asio::io_context ioc;
   scaled_log<clock> log;
   log.scale = &asio_wheel::timeout_scale::of(ioc);
-  group_t group(ioc, {.drop_after = {10ms, 110ms}}, log.handler());
+  group_t group(ioc, {{}, {10ms, 110ms}}, log.handler());
   group_t::member m;
   group.watch(m);
   clock::set(t0 + 50ms);
@@ -752,7 +755,7 @@ TEST_CASE("heartbeat_group: ranges: one run after a lower factor looks at 4096 m
   asio::io_context ioc;
   scaled_log<clock> log;
   log.scale = &asio_wheel::timeout_scale::of(ioc);
-  group_t group(ioc, {.drop_after = {10ms, 10s}}, log.handler());
+  group_t group(ioc, {{}, {10ms, 10s}}, log.handler());
   constexpr std::size_t kMembers = 10'000;
   std::vector<group_t::member> members(kMembers);
   for (auto& m : members)
@@ -790,7 +793,7 @@ TEST_CASE("heartbeat_group: ranges: a group destroyed while a change of the fact
   log.scale = &scale;
   group_t::member m;
   {
-    group_t group(ioc, {.drop_after = {1ms, 1s}}, log.handler());
+    group_t group(ioc, {{}, {1ms, 1s}}, log.handler());
     group.watch(m);
     clock::set(clock::time_point(kT0) + 10ms);
     scale.set(0.0);
@@ -804,9 +807,9 @@ TEST_CASE("heartbeat_group: ranges: a group destroyed while a change of the fact
 
 TEST_CASE("heartbeat_group: fixed thresholds never create the context's timeout_scale") {
   asio::io_context ctx;
-  group_type group(ctx, {.ping_after = 1s, .drop_after = 2s}, [](member&, hb_event) {});
+  group_type group(ctx, {1s, 2s}, [](member&, hb_event) {});
   CHECK_FALSE(asio::has_service<asio_wheel::timeout_scale>(ctx));
-  group_type scaled(ctx, {.ping_after = 1s, .drop_after = {2s, 3s}}, [](member&, hb_event) {});
+  group_type scaled(ctx, {1s, {2s, 3s}}, [](member&, hb_event) {});
   CHECK(asio::has_service<asio_wheel::timeout_scale>(ctx));
 }
 
@@ -823,17 +826,17 @@ TEST_CASE("heartbeat_group: invalid threshold ranges throw std::invalid_argument
     return std::string("no exception");
   };
   using range = group_type::range;
-  CHECK(message_of({.drop_after = range{2s, 1s}}).find("min <= max") != std::string::npos);
-  CHECK(message_of({.ping_after = range{2s, 1s}, .drop_after = 5s}).find("min <= max") !=
+  CHECK(message_of({{}, range{2s, 1s}}).find("min <= max") != std::string::npos);
+  CHECK(message_of({range{2s, 1s}, 5s}).find("min <= max") !=
         std::string::npos);
-  CHECK(message_of({.drop_after = range{-1s, 1s}}).find("negative") != std::string::npos);
-  CHECK(message_of({.ping_after = range{0s, 1s}, .drop_after = 5s})
+  CHECK(message_of({{}, range{-1s, 1s}}).find("negative") != std::string::npos);
+  CHECK(message_of({range{0s, 1s}, 5s})
             .find("minimum must be positive") != std::string::npos);
-  CHECK(message_of({.ping_after = range{1s, 6s}, .drop_after = range{2s, 5s}})
+  CHECK(message_of({range{1s, 6s}, range{2s, 5s}})
             .find("ping_after.max < drop_after.max") != std::string::npos);
-  CHECK(message_of({.ping_after = range{3s, 4s}, .drop_after = range{2s, 5s}})
+  CHECK(message_of({range{3s, 4s}, range{2s, 5s}})
             .find("ping_after.min < drop_after.min") != std::string::npos);
-  CHECK(message_of({.ping_after = range{1s, 4s}, .drop_after = range{2s, 5s}}) == "no exception");
-  CHECK(message_of({.drop_after = range{0s, 5s}}).find("< drop_after") != std::string::npos);
-  CHECK(message_of({.drop_after = range{1ms, 5s}}) == "no exception");
+  CHECK(message_of({range{1s, 4s}, range{2s, 5s}}) == "no exception");
+  CHECK(message_of({{}, range{0s, 5s}}).find("< drop_after") != std::string::npos);
+  CHECK(message_of({{}, range{1ms, 5s}}) == "no exception");
 }

@@ -17,6 +17,9 @@
 // of the threads' last touches. Keep-alive is asserted only when the touching threads
 // really touched more often than the timeout (a preempted thread can leave a gap, after
 // which an idle timer is right to fire).
+//
+// Options are written {ping_after, drop_after}, without designators: this file builds as
+// C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
@@ -243,7 +246,7 @@ TEST_CASE("heartbeat: touch() from another thread keeps the peers quiet; silence
     };
     for (int i = 0; i < kPeers; ++i)
       peers.push_back(
-          std::make_unique<hb>(ctx, hb::options{.ping_after = kPing, .drop_after = kDrop}));
+          std::make_unique<hb>(ctx, hb::options{kPing, kDrop}));
     for (int i = 0; i < kPeers; ++i)
       next(i);
     toucher<hb> t(peers, 5ms, 60); // 300 ms of input
@@ -296,7 +299,7 @@ TEST_CASE("heartbeat_group: touch() from another thread keeps members quiet; eac
   std::vector<std::unique_ptr<connection>> conns;
   std::vector<int> drops(kMembers, 0);
   std::vector<sclock::time_point> dropped_at(kMembers);
-  group_type group(ctx, {.drop_after = kDrop}, [&](group_type::member& m, group_type::event ev) {
+  group_type group(ctx, {{}, kDrop}, [&](group_type::member& m, group_type::event ev) {
     const auto id = static_cast<connection&>(m).id;
     CHECK(ev == group_type::event::drop);
     ++drops[id];
@@ -338,7 +341,7 @@ TEST_CASE("heartbeat_group: on a strand of a context run by two threads, with me
     constexpr auto kDrop = 250ms;
     std::vector<std::unique_ptr<connection>> conns(kMembers);
     std::atomic<int> pings{0}, drops{0};
-    group_type group(strand, {.ping_after = kPing, .drop_after = kDrop},
+    group_type group(strand, {kPing, kDrop},
                      [&](group_type::member& m, group_type::event ev) {
                        auto& c = static_cast<connection&>(m);
                        if (ev == group_type::event::ping) {

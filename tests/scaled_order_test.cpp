@@ -22,6 +22,9 @@
 // touch starts a spell whose ping (ping_after after it) can come before the drop that the
 // lazy wait is filed for, and is delivered only at that drop's time, for fixed thresholds
 // as for ranges (not a matter of the queues' order; reported separately).
+//
+// Options are written {ping_after, drop_after}, without designators: this file builds as
+// C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
@@ -135,7 +138,7 @@ TEST_CASE("idle_timer: a range: a wait started long after its minimum completes 
 
 TEST_CASE("heartbeat: ranges: a wait started long after its minimum pings at its own "
           "threshold, not at the one of the heartbeat queued ahead of it") {
-  check_late_join<beat_t>(beat_t::options{.ping_after = {1s, 1001s}, .drop_after = {2s, 5001s}});
+  check_late_join<beat_t>(beat_t::options{{1s, 1001s}, {2s, 5001s}});
 }
 
 TEST_CASE("heartbeat_group: ranges at factor 1: a member touched while it waits in the ping "
@@ -144,7 +147,7 @@ TEST_CASE("heartbeat_group: ranges at factor 1: a member touched while it waits 
   asio_wheel::virtual_time vt(io);
   const tp t0 = vt.now();
   std::vector<std::pair<const group_t::member*, tp>> pings;
-  group_t group(io, {.ping_after = {10s, 100s}, .drop_after = {20s, 10000s}},
+  group_t group(io, {{10s, 100s}, {20s, 10000s}},
                 [&](group_t::member& m, group_t::event ev) {
                   if (ev == group_t::event::ping)
                     pings.emplace_back(&m, vclock::now());
@@ -216,7 +219,7 @@ struct idle_model {
 // detail/heartbeat_rule.hpp).
 struct beat_model {
   using waiter = beat_t;
-  static constexpr beat_t::options opts{.ping_after = {20ms, 900ms}, .drop_after = {400ms, 1600ms}};
+  static constexpr beat_t::options opts{{20ms, 900ms}, {400ms, 1600ms}};
   tp pinged_for = tp::min();
   static beat_model make(std::mt19937_64&) { return {}; }
   std::unique_ptr<beat_t> create(asio::io_context& io) const {
@@ -328,10 +331,10 @@ TEST_CASE("heartbeat: ranges against a model: random touches, late waits and fac
 TEST_CASE("heartbeat_group: ranges against a model: random touches, watches and factor "
           "changes; each event at its threshold at the factor in force, within a tick") {
   const group_t::options options_set[] = {
-      {.ping_after = {100ms, 1100ms}, .drop_after = {150ms, 2000ms}},
-      {.ping_after = {5ms, 900ms}, .drop_after = {600ms, 1000ms}},
-      {.ping_after = {}, .drop_after = {20ms, 1500ms}},
-      {.ping_after = {300ms, 1300ms}, .drop_after = {350ms, 1350ms}}};
+      {{100ms, 1100ms}, {150ms, 2000ms}},
+      {{5ms, 900ms}, {600ms, 1000ms}},
+      {{}, {20ms, 1500ms}},
+      {{300ms, 1300ms}, {350ms, 1350ms}}};
   unsigned seed = 0;
   for (const auto& opts : options_set) {
     for (unsigned k = 0; k < 3; ++k) {

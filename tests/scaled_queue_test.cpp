@@ -15,6 +15,9 @@
 //
 // On a frozen manual_clock: nothing expires unless the test moves the clock, so a context
 // that is not stopped after a run of real time still has work (not a deadline in reach).
+//
+// Options are written {ping_after, drop_after}, without designators: this file builds as
+// C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
@@ -90,7 +93,7 @@ TEST_CASE("a lowered factor completes the last parked heartbeat: nothing stays p
   tclock::reset(t0, /*running=*/false);
   asio::io_context ioc;
   auto& scale = asio_wheel::timeout_scale::of(ioc);
-  hb_t hb(ioc, {.ping_after = {5ms, 10s}, .drop_after = {10ms, 20s}});
+  hb_t hb(ioc, {{5ms, 10s}, {10ms, 20s}});
   int calls = 0;
   hb.async_next([&](asio::error_code, hb_t::event) { ++calls; });
   tclock::set(t0 + 30ms);
@@ -108,7 +111,7 @@ TEST_CASE("heartbeat_group: a lowered factor drops the last member: the group's 
   asio::io_context ioc;
   auto& scale = asio_wheel::timeout_scale::of(ioc);
   int drops = 0;
-  group_t group(ioc, {.ping_after = {}, .drop_after = {10ms, 20s}},
+  group_t group(ioc, {{}, {10ms, 20s}},
                 [&](group_t::member&, group_t::event ev) {
                   if (ev == group_t::event::drop)
                     ++drops;

@@ -19,6 +19,9 @@
 // happen on each waiter's own strand, so the stamp an event handler reads is the one it was
 // judged by. Then the factor is set to 0 and left there: every waiter must complete promptly
 // (its minimum has passed long since).
+//
+// Options are written {ping_after, drop_after}, without designators: this file builds as
+// C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/heartbeat.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
@@ -169,7 +172,7 @@ TEST_CASE("heartbeat_group: the factor changed from another thread, up and down,
   std::atomic<std::size_t> drops{0}, pings{0};
   std::unique_ptr<group_t> group;
   group =
-      std::make_unique<group_t>(strand, group_t::options{.ping_after = ping, .drop_after = drop},
+      std::make_unique<group_t>(strand, group_t::options{ping, drop},
                                 [&](group_t::member& m, group_t::event ev) {
                                   const auto now = sclock::now();
                                   if (ev == group_t::event::ping) {
@@ -263,7 +266,7 @@ TEST_CASE("idle_timer and heartbeat: the factor changed from another thread, up 
     bool idle_done = false, hb_done = false;
     connection(asio::io_context& ioc, const range& ir, const range& p, const range& d)
         : strand(asio::make_strand(ioc)), idle(strand, ir),
-          hb(strand, {.ping_after = p, .drop_after = d}), idle_range(ir) {}
+          hb(strand, {p, d}), idle_range(ir) {}
   };
   constexpr std::size_t kConnections = 120;
   std::vector<std::unique_ptr<connection>> conns;
@@ -390,7 +393,7 @@ TEST_CASE("timeout_scale: set() from another thread while groups and timers with
 #endif
   std::size_t events = 0, completions = 0;
   for (int i = 0; i < kRounds; ++i) {
-    asio_wheel::heartbeat_group group(ioc, {.ping_after = {1ms, 3ms}, .drop_after = {2ms, 6ms}},
+    asio_wheel::heartbeat_group group(ioc, {{1ms, 3ms}, {2ms, 6ms}},
                                       [&](asio_wheel::heartbeat_group::member&,
                                           asio_wheel::heartbeat_group::event) { ++events; });
     asio_wheel::heartbeat_group::member m;
