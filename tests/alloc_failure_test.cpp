@@ -30,6 +30,10 @@
 // context's shutdown, a timer's destructor (from the context's reserve), and a driver turn
 // whose waits need no block; and the paths that report exhaustion (a turn whose waits need
 // blocks, cancel()).
+//
+// Heartbeat options are written {ping_after, drop_after}, without designators, and the
+// coroutine cases are compiled where Asio has co_await: this file builds as C++17 too
+// (scripts/test's cxx17 stage).
 
 #include <asio_wheel/cancel_after.hpp>
 #include <asio_wheel/heartbeat.hpp>
@@ -797,7 +801,7 @@ void heartbeat_groups(asio::io_context& ioc, ledger& l) {
 // that cannot grow leaves its member in the wheel at the range's maximum (late under
 // pressure, never lost).
 void ranged_heartbeat_groups(asio::io_context& ioc, ledger& l) {
-  heartbeat_groups_with(ioc, l, {.ping_after = {100us, 3ms}, .drop_after = {200us, 6ms}}, true);
+  heartbeat_groups_with(ioc, l, {{100us, 3ms}, {200us, 6ms}}, true);
 }
 
 // Ranges (issue 23): idle_timers of one span with different minima, so that the last joins
@@ -848,6 +852,7 @@ void cancel_afters(asio::io_context& ioc, ledger& l) {
     l.check(r1.at >= now + 300us, "cancel_after fired early");
 }
 
+#if defined(ASIO_HAS_CO_AWAIT)
 // A coroutine: re-arms its timer, awaits with cancel_after; the context then runs dry.
 // Asio (1.22 to 1.38) does not survive a failed allocation in its coroutine machinery: an
 // exception from an initiating function under use_awaitable is std::terminate (with its
@@ -882,6 +887,7 @@ void coroutine(asio::io_context& ioc, ledger& l) {
   }
   l.check(drive(ioc), "run() did not finish");
 }
+#endif // defined(ASIO_HAS_CO_AWAIT)
 
 // ---------------------------------------------------------------------------------------------
 // The sweep.
@@ -1031,9 +1037,11 @@ TEST_CASE("allocation-failure sweep: cancel_after with callbacks") {
   sweep("cancel_after with callbacks", cancel_afters);
 }
 
+#if defined(ASIO_HAS_CO_AWAIT)
 TEST_CASE("allocation-failure sweep: a coroutine with cancel_after") {
   sweep("a coroutine with cancel_after", coroutine);
 }
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Every allocation failing: the paths that must not allocate, and those that report it.

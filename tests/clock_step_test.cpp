@@ -18,6 +18,9 @@
 // Asio's timer on a manual_clock reads it again at least once a millisecond (its wait
 // traits cap every wait), and so does the wheel's driver.
 //
+//
+// Options are written {ping_after, drop_after}, without designators, and file_clock is
+// C++20's: this file builds as C++17 too (scripts/test's cxx17 stage).
 
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
@@ -87,9 +90,14 @@ TYPE_TO_STRING(asio_wheel::basic_wheel_timer<stepped_clock>);
 
 TEST_CASE("saturating_add: exact before the epoch, saturating at both ends of the range") {
   using asio_wheel::detail::saturating_add;
-  using tp = std::chrono::file_clock::time_point;
+#if defined(__cpp_lib_chrono) && __cpp_lib_chrono >= 201907L
+  using clock = std::chrono::file_clock; // libstdc++'s reads negative (its epoch is in 2174)
+#else
+  using clock = std::chrono::system_clock; // C++17 has no file_clock
+#endif
+  using tp = clock::time_point;
   using d = tp::duration;
-  const tp now = std::chrono::file_clock::now();
+  const tp now = clock::now();
   CHECK(saturating_add(now, d(1s)) == now + d(1s));
   CHECK(saturating_add(now, d::zero()) == now);
   CHECK(saturating_add(tp(d(-5)), d(3)) == tp(d(-2)));
@@ -122,7 +130,7 @@ TEST_CASE("a clock reading negative: heartbeat pings and drops") {
   using hb_type = asio_wheel::basic_heartbeat<negative_clock>;
   negative_clock::reset(kNegative, false);
   asio::io_context ioc;
-  hb_type hb(ioc, {.ping_after = 10ms, .drop_after = 20ms});
+  hb_type hb(ioc, {10ms, 20ms});
   std::optional<hb_type::event> got;
   hb.async_next([&](asio::error_code ec, hb_type::event ev) {
     CHECK(ec == kOk);
@@ -147,10 +155,9 @@ TEST_CASE("a clock reading negative: heartbeat_group pings and drops") {
   asio::io_context ioc;
   int pings = 0;
   int drops = 0;
-  group_type group(ioc, {.ping_after = 10ms, .drop_after = 20ms},
-                   [&](group_type::member&, group_type::event ev) {
-                     ++(ev == group_type::event::ping ? pings : drops);
-                   });
+  group_type group(ioc, {10ms, 20ms}, [&](group_type::member&, group_type::event ev) {
+    ++(ev == group_type::event::ping ? pings : drops);
+  });
   group_type::member m;
   group.watch(m);
   negative_clock::set(kNegative + 10ms + 2 * kTick);
@@ -282,7 +289,7 @@ TEST_CASE("a clock stepped back: heartbeat neither pings early nor spins on the 
   REQUIRE(run_until(ioc, [&] { return o1.calls == 1; }));
 
   stepped_clock::set(kT0);
-  hb_type hb(ioc, {.ping_after = 5ms, .drop_after = 8ms});
+  hb_type hb(ioc, {5ms, 8ms});
   std::optional<hb_type::event> got;
   hb.async_next([&](asio::error_code ec, hb_type::event ev) {
     CHECK(ec == kOk);
@@ -305,11 +312,10 @@ TEST_CASE("a clock stepped back: heartbeat_group neither pings early nor spins o
   int pings = 0;
   int drops = 0;
   stepped_clock::time_point at{};
-  group_type group(ioc, {.ping_after = 5ms, .drop_after = 8ms},
-                   [&](group_type::member&, group_type::event ev) {
-                     at = stepped_clock::now();
-                     ++(ev == group_type::event::ping ? pings : drops);
-                   });
+  group_type group(ioc, {5ms, 8ms}, [&](group_type::member&, group_type::event ev) {
+    at = stepped_clock::now();
+    ++(ev == group_type::event::ping ? pings : drops);
+  });
   group_type::member early;
   group.watch(early); // pings at kT0 + 5 ms: the group's wheel gets there
   stepped_clock::set(kT0 + 7ms);

@@ -119,8 +119,7 @@ TEST_CASE("heartbeat_group: a member's touch held between its clock read and its
   using group_type = asio_wheel::basic_heartbeat_group<held_clock>;
   held_clock::reset(kT0, false);
   asio::io_context ioc;
-  group_type group(ioc, {5ms, 10ms},
-                   [](group_type::member&, group_type::event) {});
+  group_type group(ioc, {5ms, 10ms}, [](group_type::member&, group_type::event) {});
   group_type::member m;
   group.watch(m);
   CHECK(race_two_touches([&] { m.touch(); }, [&] { return m.last_activity(); }) == kT0 + 2ms);

@@ -39,15 +39,18 @@
 #include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
-#include <asio/co_spawn.hpp>
 #include <asio/error.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
+
+#if defined(ASIO_HAS_CO_AWAIT)
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#endif
 
 #include <doctest/doctest.h>
 
@@ -584,6 +587,7 @@ TEST_CASE_TEMPLATE("stop() from a handler of a long same-tick batch ends run() w
   CHECK(handlers.live() == 0);
 }
 
+#if defined(ASIO_HAS_CO_AWAIT)
 // =======================================================================================
 // The io_context destroyed with waits and coroutines pending
 // =======================================================================================
@@ -703,6 +707,7 @@ TEST_CASE_TEMPLATE("the io_context destroyed with waits and coroutines pending: 
   CHECK(s.frames.live() == 0);
   CHECK(s.handlers.live() == 0);
 }
+#endif // defined(ASIO_HAS_CO_AWAIT)
 
 // =======================================================================================
 // Timers destroyed from inside handlers

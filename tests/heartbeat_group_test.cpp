@@ -466,15 +466,11 @@ TEST_CASE("heartbeat_group: invalid options and an empty handler throw "
     }
     return std::string("no exception");
   };
-  CHECK(message_of({-1ms, 1s}, handler).find("0 <= ping_after") !=
-        std::string::npos);
-  CHECK(message_of({2s, 1s}, handler).find("< drop_after") !=
-        std::string::npos);
-  CHECK(message_of({1s, 1s}, handler).find("< drop_after") !=
-        std::string::npos);
+  CHECK(message_of({-1ms, 1s}, handler).find("0 <= ping_after") != std::string::npos);
+  CHECK(message_of({2s, 1s}, handler).find("< drop_after") != std::string::npos);
+  CHECK(message_of({1s, 1s}, handler).find("< drop_after") != std::string::npos);
   CHECK(message_of({{}, 0s}, handler).find("< drop_after") != std::string::npos);
-  CHECK(message_of({{}, 1s}, nullptr).find("event handler is empty") !=
-        std::string::npos);
+  CHECK(message_of({{}, 1s}, nullptr).find("event handler is empty") != std::string::npos);
   CHECK(message_of({0s, 1s}, handler) == "no exception");
 }
 
@@ -544,8 +540,7 @@ TEST_CASE("heartbeat_group: destroyed by a handler of the batch that completed i
     group.reset();
     shut = true;
   });
-  group = std::make_unique<group_type>(
-      ctx, group_type::options{5ms, 10ms}, rec.handler());
+  group = std::make_unique<group_type>(ctx, group_type::options{5ms, 10ms}, rec.handler());
   group->watch(c);
   std::this_thread::sleep_for(30ms);
   const auto r = guarded_run(ctx);
@@ -827,15 +822,13 @@ TEST_CASE("heartbeat_group: invalid threshold ranges throw std::invalid_argument
   };
   using range = group_type::range;
   CHECK(message_of({{}, range{2s, 1s}}).find("min <= max") != std::string::npos);
-  CHECK(message_of({range{2s, 1s}, 5s}).find("min <= max") !=
-        std::string::npos);
+  CHECK(message_of({range{2s, 1s}, 5s}).find("min <= max") != std::string::npos);
   CHECK(message_of({{}, range{-1s, 1s}}).find("negative") != std::string::npos);
-  CHECK(message_of({range{0s, 1s}, 5s})
-            .find("minimum must be positive") != std::string::npos);
-  CHECK(message_of({range{1s, 6s}, range{2s, 5s}})
-            .find("ping_after.max < drop_after.max") != std::string::npos);
-  CHECK(message_of({range{3s, 4s}, range{2s, 5s}})
-            .find("ping_after.min < drop_after.min") != std::string::npos);
+  CHECK(message_of({range{0s, 1s}, 5s}).find("minimum must be positive") != std::string::npos);
+  CHECK(message_of({range{1s, 6s}, range{2s, 5s}}).find("ping_after.max < drop_after.max") !=
+        std::string::npos);
+  CHECK(message_of({range{3s, 4s}, range{2s, 5s}}).find("ping_after.min < drop_after.min") !=
+        std::string::npos);
   CHECK(message_of({range{1s, 4s}, range{2s, 5s}}) == "no exception");
   CHECK(message_of({{}, range{0s, 5s}}).find("< drop_after") != std::string::npos);
   CHECK(message_of({{}, range{1ms, 5s}}) == "no exception");

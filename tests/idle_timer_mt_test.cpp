@@ -245,8 +245,7 @@ TEST_CASE("heartbeat: touch() from another thread keeps the peers quiet; silence
       });
     };
     for (int i = 0; i < kPeers; ++i)
-      peers.push_back(
-          std::make_unique<hb>(ctx, hb::options{kPing, kDrop}));
+      peers.push_back(std::make_unique<hb>(ctx, hb::options{kPing, kDrop}));
     for (int i = 0; i < kPeers; ++i)
       next(i);
     toucher<hb> t(peers, 5ms, 60); // 300 ms of input
@@ -341,16 +340,15 @@ TEST_CASE("heartbeat_group: on a strand of a context run by two threads, with me
     constexpr auto kDrop = 250ms;
     std::vector<std::unique_ptr<connection>> conns(kMembers);
     std::atomic<int> pings{0}, drops{0};
-    group_type group(strand, {kPing, kDrop},
-                     [&](group_type::member& m, group_type::event ev) {
-                       auto& c = static_cast<connection&>(m);
-                       if (ev == group_type::event::ping) {
-                         pings.fetch_add(1, std::memory_order_relaxed);
-                       } else {
-                         drops.fetch_add(1, std::memory_order_relaxed);
-                         conns[c.id].reset(); // the connection closes
-                       }
-                     });
+    group_type group(strand, {kPing, kDrop}, [&](group_type::member& m, group_type::event ev) {
+      auto& c = static_cast<connection&>(m);
+      if (ev == group_type::event::ping) {
+        pings.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        drops.fetch_add(1, std::memory_order_relaxed);
+        conns[c.id].reset(); // the connection closes
+      }
+    });
     // Every third member is destroyed before its drop, every fifth unwatched: from the strand.
     std::size_t expected_drops = 0;
     for (std::size_t i = 0; i < kMembers; ++i) {

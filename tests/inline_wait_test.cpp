@@ -91,8 +91,10 @@ struct large_handler {
 using counter_handler = decltype(counter(std::declval<counts&>()));
 
 static_assert(fits_inline<counter_handler>, "a lambda capturing one reference fits");
+#if defined(ASIO_HAS_CO_AWAIT)
 static_assert(fits_inline<asio::detail::awaitable_handler<asio::any_io_executor, asio::error_code>>,
               "a coroutine's handler (use_awaitable) fits");
+#endif
 static_assert(!fits_inline<throwing_move_handler>, "a possibly throwing move is kept apart");
 static_assert(!fits_inline<large_handler>, "a large handler is kept apart");
 
@@ -233,6 +235,7 @@ TEST_CASE("per-operation cancellation of a wait that moved with its timer's inli
   CHECK(v.cancel() == 0);
 }
 
+#if defined(ASIO_HAS_CO_AWAIT)
 TEST_CASE("coroutines re-arming their own timers in a loop") {
   asio::io_context ioc;
   int done = 0;
@@ -255,5 +258,6 @@ TEST_CASE("coroutines re-arming their own timers in a loop") {
   ioc.run();
   CHECK(done == 50);
 }
+#endif // defined(ASIO_HAS_CO_AWAIT)
 
 } // namespace

@@ -147,11 +147,10 @@ TEST_CASE("heartbeat_group: ranges at factor 1: a member touched while it waits 
   asio_wheel::virtual_time vt(io);
   const tp t0 = vt.now();
   std::vector<std::pair<const group_t::member*, tp>> pings;
-  group_t group(io, {{10s, 100s}, {20s, 10000s}},
-                [&](group_t::member& m, group_t::event ev) {
-                  if (ev == group_t::event::ping)
-                    pings.emplace_back(&m, vclock::now());
-                });
+  group_t group(io, {{10s, 100s}, {20s, 10000s}}, [&](group_t::member& m, group_t::event ev) {
+    if (ev == group_t::event::ping)
+      pings.emplace_back(&m, vclock::now());
+  });
   group_t::member a, b;
   group.watch(a);
   vt.advance(11s); // a is in the ping queue (keyed t0 + 10 s)
@@ -330,11 +329,10 @@ TEST_CASE("heartbeat: ranges against a model: random touches, late waits and fac
 
 TEST_CASE("heartbeat_group: ranges against a model: random touches, watches and factor "
           "changes; each event at its threshold at the factor in force, within a tick") {
-  const group_t::options options_set[] = {
-      {{100ms, 1100ms}, {150ms, 2000ms}},
-      {{5ms, 900ms}, {600ms, 1000ms}},
-      {{}, {20ms, 1500ms}},
-      {{300ms, 1300ms}, {350ms, 1350ms}}};
+  const group_t::options options_set[] = {{{100ms, 1100ms}, {150ms, 2000ms}},
+                                          {{5ms, 900ms}, {600ms, 1000ms}},
+                                          {{}, {20ms, 1500ms}},
+                                          {{300ms, 1300ms}, {350ms, 1350ms}}};
   unsigned seed = 0;
   for (const auto& opts : options_set) {
     for (unsigned k = 0; k < 3; ++k) {

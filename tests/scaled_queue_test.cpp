@@ -111,11 +111,10 @@ TEST_CASE("heartbeat_group: a lowered factor drops the last member: the group's 
   asio::io_context ioc;
   auto& scale = asio_wheel::timeout_scale::of(ioc);
   int drops = 0;
-  group_t group(ioc, {{}, {10ms, 20s}},
-                [&](group_t::member&, group_t::event ev) {
-                  if (ev == group_t::event::drop)
-                    ++drops;
-                });
+  group_t group(ioc, {{}, {10ms, 20s}}, [&](group_t::member&, group_t::event ev) {
+    if (ev == group_t::event::drop)
+      ++drops;
+  });
   group_t::member m;
   group.watch(m);
   tclock::set(t0 + 30ms);

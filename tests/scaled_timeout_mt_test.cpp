@@ -171,20 +171,19 @@ TEST_CASE("heartbeat_group: the factor changed from another thread, up and down,
   std::vector<group_t::member> members(kMembers);
   std::atomic<std::size_t> drops{0}, pings{0};
   std::unique_ptr<group_t> group;
-  group =
-      std::make_unique<group_t>(strand, group_t::options{ping, drop},
-                                [&](group_t::member& m, group_t::event ev) {
-                                  const auto now = sclock::now();
-                                  if (ev == group_t::event::ping) {
-                                    pings.fetch_add(1);
-                                    events.add({now, m.last_activity(), ping});
-                                    return;
-                                  }
-                                  drops.fetch_add(1);
-                                  events.add({now, m.last_activity(), drop});
-                                  if (rewatch.load())
-                                    group->watch(m);
-                                });
+  group = std::make_unique<group_t>(strand, group_t::options{ping, drop},
+                                    [&](group_t::member& m, group_t::event ev) {
+                                      const auto now = sclock::now();
+                                      if (ev == group_t::event::ping) {
+                                        pings.fetch_add(1);
+                                        events.add({now, m.last_activity(), ping});
+                                        return;
+                                      }
+                                      drops.fetch_add(1);
+                                      events.add({now, m.last_activity(), drop});
+                                      if (rewatch.load())
+                                        group->watch(m);
+                                    });
   asio::post(strand, [&] {
     for (auto& m : members)
       group->watch(m);
@@ -265,8 +264,7 @@ TEST_CASE("idle_timer and heartbeat: the factor changed from another thread, up 
     range idle_range;
     bool idle_done = false, hb_done = false;
     connection(asio::io_context& ioc, const range& ir, const range& p, const range& d)
-        : strand(asio::make_strand(ioc)), idle(strand, ir),
-          hb(strand, {p, d}), idle_range(ir) {}
+        : strand(asio::make_strand(ioc)), idle(strand, ir), hb(strand, {p, d}), idle_range(ir) {}
   };
   constexpr std::size_t kConnections = 120;
   std::vector<std::unique_ptr<connection>> conns;

@@ -37,7 +37,6 @@
 #include <chrono>
 #include <cstddef>
 #include <future>
-#include <latch>
 #include <memory>
 #include <optional>
 #include <random>
@@ -496,7 +495,7 @@ TEST_CASE_TEMPLATE("concurrent first use of a fresh context from many threads", 
   for (int round = 0; round < contexts; ++round) {
     asio::io_context ioc;
     runner_threads run(ioc, kRunners, kMtWatchdog);
-    std::latch go(creators);
+    test_latch go(creators);
     std::vector<std::thread> threads;
     for (int f = 0; f < creators; ++f)
       threads.emplace_back([&] {
@@ -558,7 +557,7 @@ TEST_CASE_TEMPLATE("4 threads: cancelling far waits from a foreign thread lets e
       timers.push_back(std::make_unique<Timer>(ioc, kFar));
     }
     runner_threads run(ioc, kRunners, kMtWatchdog);
-    std::latch armed(n);
+    test_latch armed(n);
     for (int i = 0; i < n; ++i)
       asio::post(strands[i], [&, i] {
         std::size_t id = 0;

@@ -366,6 +366,34 @@ void until_premise(Attempt attempt, int attempts = kPremiseAttempts) {
   }
 }
 
+// std::latch's members that the tests use (std::latch is C++20's; the tests that use this
+// build as C++17 too).
+class test_latch {
+public:
+  explicit test_latch(std::ptrdiff_t count) : count_(count) {}
+  test_latch(const test_latch&) = delete;
+  test_latch& operator=(const test_latch&) = delete;
+
+  void count_down() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--count_ == 0)
+      cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return count_ <= 0; });
+  }
+  void arrive_and_wait() {
+    count_down();
+    wait();
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::ptrdiff_t count_; // guarded by mutex_
+};
+
 // Measures how long a context goes without running a handler: an asio::steady_timer (not the
 // wheel under test) on `where` (a context, or an executor such as the strand of the handlers
 // whose timing matters) that fires every `period` for `span` from its construction, and
