@@ -50,6 +50,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -336,6 +337,18 @@ struct large_handler : tracked {
   void operator()(const asio::error_code& ec) { note(ec); }
 };
 
+// Runs on a strand, its associated executor: completed through the strand, which Asio
+// allocates for (the strand's operation).
+using strand_type = asio::strand<asio::io_context::executor_type>;
+struct strand_handler : tracked {
+  strand_handler(record& r, const strand_type& s) : tracked(r), strand(s) {}
+  strand_handler(strand_handler&&) noexcept = default;
+  using executor_type = strand_type;
+  executor_type get_executor() const noexcept { return strand; }
+  void operator()(const asio::error_code& ec) { note(ec); }
+  strand_type strand;
+};
+
 // Its move constructor allocates, so it can throw: a block of its own, and moved out of it
 // before its upcall (defect 7).
 struct throwing_move_handler : tracked {
@@ -551,6 +564,35 @@ void cancel_and_rearm(asio::io_context& ioc, ledger& l) {
   l.check(drive(ioc, [&] { return !again.accepted || again.invoked != 0; }), "a again not aborted");
   retry([&] { return c.cancel(); });
   (void)now;
+  l.check(drive(ioc), "run() did not finish");
+}
+
+// Waits completed on a strand, due in one turn with one on the context's own executor, and
+// one aborted: handlers bound to the strand, and a timer made from it (its executor
+// type-erased, so Asio also allocates the function's wrapper). A wait that Asio could not
+// queue on the strand goes back to the ready queue (late, never lost).
+void strands(asio::io_context& ioc, ledger& l) {
+  // Made with the injector paused: Asio 1.22's make_strand() does not survive a failure
+  // (when the shared_ptr's control block cannot be allocated, the new strand's destructor
+  // locks its service's mutex through a null pointer).
+  const strand_type strand = [&] {
+    inject::pause p;
+    return asio::make_strand(ioc);
+  }();
+  const auto now = sclock::now();
+  wheel_timer a(ioc, now + 200us), c(ioc, now + 200us), far(ioc, 1h);
+  std::optional<wheel_timer> b;
+  retry([&] { return &b.emplace(strand, now + 200us); });
+  start_wait<strand_handler>(l, a, "a on the strand", expect::complete, asio::error_code(),
+                             a.expiry(), strand);
+  start_wait(l, *b, "b, a timer made from the strand", expect::complete, asio::error_code(),
+             b->expiry());
+  start_wait(l, c, "c on the context", expect::complete, asio::error_code(), c.expiry());
+  start_wait<strand_handler>(l, a, "a again on the strand", expect::complete, asio::error_code(),
+                             a.expiry(), strand);
+  start_wait<strand_handler>(l, far, "far on the strand", expect::complete,
+                             asio::error_code(asio::error::operation_aborted), {}, strand);
+  retry([&] { return far.cancel(); });
   l.check(drive(ioc), "run() did not finish");
 }
 
@@ -1003,6 +1045,10 @@ TEST_CASE("allocation-failure sweep: move construction and assignment with pendi
 
 TEST_CASE("allocation-failure sweep: timers destroyed, the context shut down with waits pending") {
   sweep("timers destroyed, the context shut down with waits pending", destroy_and_shut_down);
+}
+
+TEST_CASE("allocation-failure sweep: waits completed on a strand") {
+  sweep("waits completed on a strand", strands);
 }
 
 TEST_CASE("allocation-failure sweep: per-operation cancellation") {

@@ -72,6 +72,7 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -374,6 +375,50 @@ TEST_CASE("cancel_after on a composed operation (async_read of 4 bytes, 3 sent)"
   CHECK_ABORTED_AT(o, t0 + kShort);
   CHECK(o.bytes == 3); // what was read before the deadline is reported
   CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_after / cancel_at: a deadline beyond the clock's range never passes, whatever "
+          "its unit") {
+  asio::io_context ctx;
+  outcome o;
+  asio::steady_timer op(ctx, 30ms); // the operation: a wait that succeeds after 30 ms
+  using hours_point = std::chrono::time_point<sclock, std::chrono::hours>;
+  asio_wheel::wheel_timer deadline(ctx);
+
+  SUBCASE("cancel_at(time_point<steady_clock, hours>::max())") {
+    op.async_wait(asio_wheel::cancel_at(hours_point::max(), record(o)));
+  }
+  SUBCASE("cancel_at(the user's timer, time_point<steady_clock, hours>::max())") {
+    op.async_wait(asio_wheel::cancel_at(deadline, hours_point::max(), record(o)));
+  }
+  SUBCASE("cancel_after(an infinite floating-point duration)") {
+    op.async_wait(asio_wheel::cancel_after(
+        std::chrono::duration<double>(std::numeric_limits<double>::infinity()), record(o)));
+  }
+  SUBCASE("cancel_after(hours::max())") {
+    op.async_wait(asio_wheel::cancel_after(std::chrono::hours::max(), record(o)));
+  }
+
+  const auto r = guarded_run(ctx);
+  CHECK(o.calls == 1);
+  CHECK(o.ec == kOk);
+  CHECK_PROMPT(r);
+}
+
+TEST_CASE("cancel_after / cancel_at: a NaN timeout or expiry throws std::invalid_argument "
+          "saying so") {
+  asio::io_context ctx;
+  asio_wheel::wheel_timer deadline(ctx);
+  const std::chrono::duration<double> nan(std::numeric_limits<double>::quiet_NaN());
+  const std::chrono::time_point<sclock, std::chrono::duration<double>> nan_point(nan);
+  CHECK_THROWS_WITH_AS((void)asio_wheel::cancel_after(nan), doctest::Contains("timeout is NaN"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)asio_wheel::cancel_after(deadline, nan),
+                       doctest::Contains("timeout is NaN"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)asio_wheel::cancel_at(nan_point), doctest::Contains("expiry is NaN"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)asio_wheel::cancel_at(deadline, nan_point),
+                       doctest::Contains("expiry is NaN"), std::invalid_argument);
 }
 
 TEST_CASE("cancel_at a time point already passed: the operation is cancelled at once") {

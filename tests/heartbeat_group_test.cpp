@@ -392,6 +392,26 @@ TEST_CASE("heartbeat_group: the event handler may destroy its member, another me
     CHECK_PROMPT(r);
   }
 
+  SUBCASE("the group, from a handler that goes on using its captures") {
+    // The handler is the group's: destroying the group must leave it, and its captures,
+    // alive until it returns, and release them then.
+    auto token = std::make_shared<int>(7);
+    const std::weak_ptr<int> seen = token;
+    int read_after_reset = 0;
+    group.emplace(ctx, group_type::options{{}, 30ms},
+                  [&group, &read_after_reset, token = std::move(token)](member&, hb_event) {
+                    group.reset();
+                    read_after_reset = *token;
+                  });
+    for (auto& c : conns)
+      group->watch(*c);
+    const auto r = guarded_run(ctx);
+    CHECK(read_after_reset == 7);
+    CHECK_FALSE(group.has_value());
+    CHECK(seen.expired());
+    CHECK_PROMPT(r);
+  }
+
   SUBCASE("the group: the members due at the same time get nothing, all are unwatched") {
     rec.react = [&](member&, hb_event) { group.reset(); };
     group.emplace(ctx, group_type::options{{}, 30ms}, rec.handler());

@@ -67,8 +67,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -84,15 +87,32 @@ inline constexpr bool is_deadline_timer<asio::basic_waitable_timer<Clock, WaitTr
 template <typename Clock, typename WaitTraits, typename Executor>
 inline constexpr bool is_deadline_timer<basic_wheel_timer<Clock, WaitTraits, Executor>> = true;
 
-// `d` in `To`, saturating at To's limits (duration::max() of a coarser unit overflows a cast).
+// `d` in `To`, saturating at To's limits (duration::max() of a coarser unit overflows a cast;
+// so would an infinite floating-point one). A NaN is no time at all: std::invalid_argument
+// naming `what` (the adapter and its argument).
 template <typename To, typename Rep, typename Period>
-To saturating_duration(const std::chrono::duration<Rep, Period>& d) noexcept {
+To saturating_duration(const std::chrono::duration<Rep, Period>& d, const char* what) {
+  if constexpr (std::is_floating_point_v<Rep>) {
+    if (std::isnan(d.count()))
+      throw_exception(std::invalid_argument(
+          std::string("asio_wheel::") + what +
+          " is NaN; it must be a number (an infinite one saturates at the clock's range)"));
+  }
   using wide = std::chrono::duration<long double>;
   if (wide(d) >= wide(To::max()))
     return To::max();
   if (wide(d) <= wide(To::min()))
     return To::min();
   return std::chrono::duration_cast<To>(d);
+}
+
+// `t` in the clock's own duration, saturating as saturating_duration does (a time point of a
+// coarser unit, such as time_point<Clock, hours>::max(), overflows a time_point_cast).
+template <typename ToDuration, typename Clock, typename Duration>
+std::chrono::time_point<Clock, ToDuration>
+saturating_time_point(const std::chrono::time_point<Clock, Duration>& t, const char* what) {
+  return std::chrono::time_point<Clock, ToDuration>(
+      saturating_duration<ToDuration>(t.time_since_epoch(), what));
 }
 
 // Arms `timer` for `when`: a duration counts from now, the operation's launch (expires_after
@@ -251,8 +271,9 @@ using partial_cancel_at_timer =
  * wheel of the operation's context (a std::chrono::steady_clock timer); the timeout counts
  * from the operation's launch, which for a deferred operation is when it is launched.
  *
- * @param timeout How long the operation may take; a timeout beyond the clock's range never
- * passes, a zero or negative one cancels the operation at once.
+ * @param timeout How long the operation may take; a timeout beyond the clock's range
+ * (infinity included) never passes, a zero or negative one cancels the operation at once.
+ * @throws std::invalid_argument if @c timeout is a floating-point NaN.
  * @param cancel_type The cancellation type to emit (default terminal).
  * @param token The completion token of the operation.
  *
@@ -272,8 +293,9 @@ template <typename Rep, typename Period>
 cancel_after(const std::chrono::duration<Rep, Period>& timeout,
              asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
   using clock = std::chrono::steady_clock;
-  return partial_cancel_after<>({detail::saturating_duration<clock::duration>(timeout)},
-                                cancel_type);
+  return partial_cancel_after<>(
+      {detail::saturating_duration<clock::duration>(timeout, "cancel_after: the timeout")},
+      cancel_type);
 }
 
 /// Cancels the operation if it has not completed within @c timeout of its launch.
@@ -304,7 +326,9 @@ template <typename Timer, typename Rep, typename Period,
 cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
              asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
   return partial_cancel_after_timer<Timer>(
-      {&timer, detail::saturating_duration<typename Timer::duration>(timeout)}, cancel_type);
+      {&timer,
+       detail::saturating_duration<typename Timer::duration>(timeout, "cancel_after: the timeout")},
+      cancel_type);
 }
 
 /// Cancels the operation if it has not completed within @c timeout of its launch, waiting on
@@ -334,7 +358,8 @@ cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
  * wheel of the operation's context, on a timer of @c Clock.
  *
  * @param expiry When to emit the cancellation; a time already passed cancels the operation
- * at once.
+ * at once, one beyond the clock's range never comes.
+ * @throws std::invalid_argument if @c expiry is a floating-point NaN.
  * @param cancel_type The cancellation type to emit (default terminal).
  * @param token The completion token of the operation.
  *
@@ -344,8 +369,9 @@ template <typename Clock, typename Duration>
 [[nodiscard]] partial_cancel_at<Clock>
 cancel_at(const std::chrono::time_point<Clock, Duration>& expiry,
           asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
-  return partial_cancel_at<Clock>({std::chrono::time_point_cast<typename Clock::duration>(expiry)},
-                                  cancel_type);
+  return partial_cancel_at<Clock>(
+      {detail::saturating_time_point<typename Clock::duration>(expiry, "cancel_at: the expiry")},
+      cancel_type);
 }
 
 /// Cancels the operation if it has not completed by @c expiry.
@@ -375,7 +401,9 @@ template <typename Timer, typename Duration,
 cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type, Duration>& expiry,
           asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal) {
   return partial_cancel_at_timer<Timer>(
-      {&timer, std::chrono::time_point_cast<typename Timer::duration>(expiry)}, cancel_type);
+      {&timer,
+       detail::saturating_time_point<typename Timer::duration>(expiry, "cancel_at: the expiry")},
+      cancel_type);
 }
 
 /// Cancels the operation if it has not completed by @c expiry, waiting on @c timer.

@@ -248,8 +248,8 @@ public:
    * @c on_event is empty.
    */
   basic_heartbeat_group(const executor_type& ex, const options& opts, event_handler on_event)
-      : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(ex),
-        ex_(timer_.get_executor()), anchor_(std::make_shared<anchor>(anchor{this})) {
+      : options_(checked(opts)), timer_(ex), ex_(timer_.get_executor()),
+        anchor_(std::make_shared<anchor>(anchor{this, checked(std::move(on_event))})) {
     start();
   }
 
@@ -259,8 +259,8 @@ public:
       ExecutionContext& context, const options& opts, event_handler on_event,
       std::enable_if_t<std::is_convertible_v<ExecutionContext&, asio::execution_context&>>* =
           nullptr)
-      : options_(checked(opts)), on_event_(checked(std::move(on_event))), timer_(context),
-        ex_(timer_.get_executor()), anchor_(std::make_shared<anchor>(anchor{this})) {
+      : options_(checked(opts)), timer_(context), ex_(timer_.get_executor()),
+        anchor_(std::make_shared<anchor>(anchor{this, checked(std::move(on_event))})) {
     start();
   }
 
@@ -392,7 +392,6 @@ private:
   options options_;
   // The thresholds at factor 0: where every spell's first wait ends.
   thresholds minima_{options_.ping_after.min, options_.drop_after.min};
-  event_handler on_event_;
   // Every watched member waits in its wheel until the minimum of its next threshold (or,
   // when that is fixed, the threshold itself) has passed since its last touch, filed at that
   // tick (or earlier, when it was touched since: it is filed again then). Ticks of the
@@ -412,7 +411,7 @@ private:
   const executor_type ex_;
   // The context's scale factor, if a threshold is a range; nullptr, and never read, if not.
   timeout_scale* scale_source_ = nullptr;
-  // Shared with the pending wait's handler; see anchor.
+  // Shared with the pending wait's handler; see anchor. Holds the event handler.
   std::shared_ptr<anchor> anchor_;
   // True while the wait handler delivers events: it arms the wait when it is done.
   bool delivering_ = false;

@@ -263,7 +263,8 @@ inline constexpr unsigned stop_check_interval = 64;
 // handler, stops right after the handler that called it; see README, "Batched
 // completions"). What is left of the batch then, or after a handler throws (before the
 // exception propagates), goes to `requeue(rest)`, which puts it back at the front of the
-// ready queue and posts a drain: nothing is lost.
+// ready queue and posts a drain: nothing is lost. So does a wait whose handler's executor
+// threw as it was queued there (see dispatch_scope), with the rest.
 // `hints`, `hinted`: the addresses of the batch's first waits, in order (none: 0).
 // `until_check`: the handlers left before the next look, carried from one part of a batch to
 // the next (a sweep completes several shards' waits as one batch). Returns false if it stopped
@@ -297,7 +298,15 @@ bool complete_batch(wait_op* list, const service_home& home, Requeue&& requeue,
     }
     wait_op* op = list;
     list = op->next_;
-    op->complete(true);
+    ASIO_WHEEL_TRY {
+      op->complete(true);
+    }
+    ASIO_WHEEL_CATCH_ALL {
+      // A wait whose executor could not queue it is back, untouched: first in the rest.
+      if (dispatch_scope::take_failed() == op)
+        list = op;
+      ASIO_WHEEL_RETHROW;
+    }
   }
   return true;
 }

@@ -52,7 +52,9 @@ public:
   // the stored result; when false only destroys the handler (shutdown). If moving the handler
   // out throws, the operation is destroyed where it is, its memory released, and the
   // exception propagates when invoking (the handler is then destroyed uncalled, as Asio's
-  // operations do); when only destroying, it is swallowed.
+  // operations do); when only destroying, it is swallowed. A wait whose handler has another
+  // executor than the service's home is queued there instead, and comes back untouched if
+  // that throws first (see dispatch_scope).
   void complete(bool invoke) { fn_(this, invoke ? action::invoke : action::destroy, nullptr); }
 
   // Moves the operation to `storage` (at least inline_op_size bytes, suitably aligned) and
@@ -95,30 +97,53 @@ private:
   op_fn fn_;
 };
 
+// The wait being handed to its handler's executor on this thread, so that a failure there
+// loses nothing. Asio allocates to queue a function on a strand or through a type-erased
+// executor (the function's wrapper, the strand's operation), and where that throws, the
+// function it was given is destroyed unqueued. The function the wheel gives
+// (queued_completion) only points at the wait, which keeps its handler: destroyed while its
+// wait is the one being dispatched here, it gives the wait back instead of destroying it,
+// and the batch puts the wait back at the front of the ready queue (late, never lost).
+// Destroyed anywhere else (its executor's shutdown), it destroys the handler uncalled.
+class dispatch_scope {
+public:
+  explicit dispatch_scope(wait_op* op) noexcept : op_(op), outer_(innermost_) { innermost_ = this; }
+  dispatch_scope(const dispatch_scope&) = delete;
+  dispatch_scope& operator=(const dispatch_scope&) = delete;
+  ~dispatch_scope() { innermost_ = outer_; }
+
+  // Whether the function given for op_ was destroyed uncalled during the dispatch: the wait
+  // is the caller's again, untouched.
+  bool given_back() const noexcept { return given_back_; }
+
+  // Called by a queued_completion destroyed uncalled: true (and the wait is given back) if
+  // `op` is being dispatched on this thread.
+  static bool give_back(wait_op* op) noexcept {
+    for (dispatch_scope* s = innermost_; s != nullptr; s = s->outer_) {
+      if (s->op_ == op) {
+        s->given_back_ = true;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The wait whose dispatch failed and was given back, for the batch that completed it
+  // (read once, right after the exception left complete()).
+  static wait_op* take_failed() noexcept { return std::exchange(failed_, nullptr); }
+  static void set_failed(wait_op* op) noexcept { failed_ = op; }
+
+private:
+  wait_op* op_;
+  dispatch_scope* outer_;
+  bool given_back_ = false;
+  static inline thread_local dispatch_scope* innermost_ = nullptr;
+  static inline thread_local wait_op* failed_ = nullptr;
+};
+
 // Bytes for one wait kept inside its timer object (timer_entry::inline_): the header above
 // plus a handler of two pointers, such as most lambdas and every coroutine handler.
 inline constexpr std::size_t inline_op_size = 56;
-
-// A completed wait's handler and result, as the nullary function that a tracked_executor
-// hands to dispatch(). It speaks for the handler's associated allocator, so that whatever
-// the executor allocates to queue it (a strand's operation, a pool's) comes from there, as
-// with Asio's own operations.
-template <typename Handler>
-class bound_completion {
-public:
-  using allocator_type = asio::associated_allocator_t<Handler>;
-
-  bound_completion(Handler&& handler, const error_code& ec)
-      : handler_(std::move(handler)), ec_(ec) {}
-
-  allocator_type get_allocator() const noexcept { return asio::get_associated_allocator(handler_); }
-
-  void operator()() { std::move(handler_)(ec_); }
-
-private:
-  Handler handler_;
-  error_code ec_;
-};
 
 // The executor a handler must complete on, kept with outstanding work when it is not the
 // wheel's own context executor (Asio's rule: a pending wait keeps the handler's executor
@@ -131,9 +156,12 @@ class tracked_executor {
 public:
   explicit tracked_executor(const Executor& ex) : executor_(asio::prefer(ex, work())) {}
 
-  template <typename Handler>
-  void complete(Handler&& handler, const error_code& ec) {
-    asio::dispatch(executor_, bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
+  // The executor to dispatch a completion on, moved out (the operation may be gone when the
+  // dispatch returns), and back if the dispatch gave the operation back.
+  auto take() noexcept { return std::move(executor_); }
+  template <typename E>
+  void put_back(E&& ex) noexcept {
+    executor_ = std::forward<E>(ex);
   }
 
 private:
@@ -155,19 +183,16 @@ class tracked_executor<Executor, Track,
 public:
   explicit tracked_executor(const Executor& ex) : held_(ex) {}
 
-  template <typename Handler>
-  void complete(Handler&& handler, const error_code& ec) {
-    asio::dispatch(executor(), bound_completion<std::decay_t<Handler>>(std::move(handler), ec));
-  }
-
-private:
-  Executor executor() const noexcept {
+  // A copy: the work guard stays with the operation until it is destroyed.
+  Executor take() const noexcept {
     if constexpr (Track)
       return held_.get_executor();
     else
       return held_;
   }
+  void put_back(const Executor&) noexcept {}
 
+private:
   std::conditional_t<Track, asio::executor_work_guard<Executor>, Executor> held_;
 };
 
@@ -242,8 +267,69 @@ private:
     allocator_type alloc_;
   };
 
+  // The nullary function a dispatched wait is queued as on its handler's executor: the wait
+  // itself, whose handler moves out only when it is called (see dispatch_scope). It speaks
+  // for the handler's associated allocator, so that whatever the executor allocates to queue
+  // it (a strand's operation, a pool's) comes from there, as with Asio's own operations.
+  class queued_completion {
+  public:
+    using allocator_type = asio::associated_allocator_t<Handler>;
+
+    explicit queued_completion(wait_handler_op* op) noexcept
+        : op_(op), allocator_(asio::get_associated_allocator(op->handler_)) {}
+    queued_completion(queued_completion&& other) noexcept
+        : op_(std::exchange(other.op_, nullptr)), allocator_(other.allocator_) {}
+    queued_completion& operator=(queued_completion&&) = delete;
+    ~queued_completion() {
+      if (op_ != nullptr && !dispatch_scope::give_back(op_))
+        do_fn(op_, action::destroy, nullptr);
+    }
+
+    allocator_type get_allocator() const noexcept { return allocator_; }
+
+    void operator()() { call(std::exchange(op_, nullptr)); }
+
+  private:
+    wait_handler_op* op_;
+    allocator_type allocator_;
+  };
+
+  // Hands the completed wait to its handler's executor. If that throws and the wait was
+  // given back, the wait is as it was (its executor put back), set as the failed one for
+  // the batch, and the exception propagates; a throw after the executor queued it (or from
+  // the handler, called inline) leaves the wait to the executor.
+  static void dispatch(wait_handler_op* self) {
+    auto ex = self->completion_.take();
+    dispatch_scope scope(self);
+    ASIO_WHEEL_TRY {
+      asio::dispatch(ex, queued_completion(self));
+    }
+    ASIO_WHEEL_CATCH_ALL {
+      if (scope.given_back()) {
+        self->completion_.put_back(std::move(ex));
+        dispatch_scope::set_failed(self);
+      }
+      ASIO_WHEEL_RETHROW;
+    }
+  }
+
+  // Calls the handler of a dispatched wait, its memory released first.
+  static void call(wait_handler_op* self) {
+    op_ptr p(self); // if the move throws, frees the operation, handler and all
+    Handler handler(std::move(self->handler_));
+    const error_code ec = self->result();
+    p.reset();
+    std::move(handler)(ec);
+  }
+
   static wait_op* do_fn(wait_op* base, action what, void* arg) {
     auto* self = static_cast<wait_handler_op*>(base);
+    if constexpr (!std::is_same_v<Completion, direct_completion>) {
+      if (what == action::invoke) {
+        dispatch(self);
+        return nullptr;
+      }
+    }
     if (what == action::invoke || what == action::destroy) {
       // Move everything out and free the operation before the upcall: Asio promises the
       // memory is back before the handler runs, and a sub-object of the handler may own it.
@@ -255,8 +341,10 @@ private:
         const error_code ec = self->result();
         self->~wait_handler_op();
         std::allocator_traits<allocator_type>::deallocate(alloc, self, 1);
-        if (what == action::invoke)
-          completion.complete(std::move(handler), ec);
+        if constexpr (std::is_same_v<Completion, direct_completion>) {
+          if (what == action::invoke)
+            completion.complete(std::move(handler), ec);
+        }
       } else {
         op_ptr p(self); // if a move throws, frees the operation, handler and all
         if (what == action::destroy) {
@@ -269,11 +357,12 @@ private:
           }
           return nullptr;
         }
-        Completion completion(std::move(self->completion_));
-        Handler handler(std::move(self->handler_));
-        const error_code ec = self->result();
-        p.reset();
-        completion.complete(std::move(handler), ec);
+        if constexpr (std::is_same_v<Completion, direct_completion>) {
+          Handler handler(std::move(self->handler_));
+          const error_code ec = self->result();
+          p.reset();
+          direct_completion().complete(std::move(handler), ec);
+        }
       }
       return nullptr;
     }

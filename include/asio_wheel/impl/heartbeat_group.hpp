@@ -41,6 +41,9 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::start() {
 template <typename Clock, typename WaitTraits, typename Executor>
 struct basic_heartbeat_group<Clock, WaitTraits, Executor>::anchor {
   basic_heartbeat_group* group; // nullptr once the group is destroyed
+  // Here, not in the group: the event handler may destroy the group, and goes on running
+  // (its captures with it) until it returns; run() holds the anchor meanwhile.
+  event_handler on_event;
 };
 
 // The wait handler: two pointers, so the wait lives in the wheel timer without allocating.
@@ -302,12 +305,12 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const an
       m.pinged_for_ = last;
       place(m, th, last, now, now_tick);
       ++pings_;
-      on_event_(m, event::ping);
+      still.on_event(m, event::ping);
       break;
     case rule::step::drop:
       m.group_ = nullptr;
       ++drops_;
-      on_event_(m, event::drop);
+      still.on_event(m, event::drop);
       break;
     }
     if (still.group == nullptr)
