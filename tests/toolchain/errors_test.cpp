@@ -20,6 +20,7 @@
 #include <asio/strand.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -118,6 +119,15 @@ int main() {
   expect_error("asio_wheel: invalid tick", [] {
     asio::io_context io;
     asio_wheel::wheel_timer::set_tick(io, 0ns);
+  });
+  expect_error("asio_wheel::cancel_after: the timeout is NaN", [] {
+    (void)asio_wheel::cancel_after(std::chrono::duration<double>(std::nan("")));
+  });
+  expect_error("asio_wheel::idle_timer::async_wait: a wait of this timer is outstanding", [] {
+    asio::io_context io;
+    asio_wheel::idle_timer idle(io, 1s);
+    idle.async_wait([](asio::error_code) {});
+    idle.async_wait([](asio::error_code) {});
   });
 
   // Nothing to report: timers on a strand of an any_io_executor, and one aborted.

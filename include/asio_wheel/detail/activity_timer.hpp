@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -225,6 +226,13 @@ protected:
     template <typename Handler>
     void operator()(Handler&& handler) const {
       activity_timer& self = *owner_;
+      // One operation at a time: the pending one's state and slot are the object's, and its
+      // completion, even queued, reads them. Detected while it is undecided (pending: in the
+      // wheel, or its success completion queued). Not once a cancellation decided it: a
+      // per-operation one leaves `complete` or `abort` also where it aborted the wheel wait,
+      // whose completion reads nothing and cannot clear it (the object may be gone by then).
+      if (self.state_ == op_state::pending)
+        throw_exception(std::logic_error(Owner::one_at_a_time));
       self.cut_slot();
       auto slot = asio::get_associated_cancellation_slot(handler);
       if (slot.is_connected())
