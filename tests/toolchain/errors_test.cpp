@@ -120,9 +120,8 @@ int main() {
     asio::io_context io;
     asio_wheel::wheel_timer::set_tick(io, 0ns);
   });
-  expect_error("asio_wheel::cancel_after: the timeout is NaN", [] {
-    (void)asio_wheel::cancel_after(std::chrono::duration<double>(std::nan("")));
-  });
+  expect_error("asio_wheel::cancel_after: the timeout is NaN",
+               [] { (void)asio_wheel::cancel_after(std::chrono::duration<double>(std::nan(""))); });
   expect_error("asio_wheel::idle_timer::async_wait: a wait of this timer is outstanding", [] {
     asio::io_context io;
     asio_wheel::idle_timer idle(io, 1s);
