@@ -395,6 +395,10 @@ TEST_CASE("cancel_after / cancel_at: a deadline beyond the clock's range never p
     op.async_wait(asio_wheel::cancel_after(
         std::chrono::duration<double>(std::numeric_limits<double>::infinity()), record(o)));
   }
+  SUBCASE("cancel_after(212 years in thirds of a second): no overflow converting them") {
+    op.async_wait(asio_wheel::cancel_after(
+        std::chrono::duration<long long, std::ratio<1, 3>>(20'000'000'000), record(o)));
+  }
   SUBCASE("cancel_after(hours::max())") {
     op.async_wait(asio_wheel::cancel_after(std::chrono::hours::max(), record(o)));
   }

@@ -40,6 +40,7 @@
 #include "executor_test_support.hpp"
 
 #include <chrono>
+#include <memory>
 
 namespace {
 
@@ -317,4 +318,82 @@ TEST_CASE_TEMPLATE("a handler's associated allocator also serves its executor's 
   CHECK(fired_stats.bytes_live == 0);
   CHECK(aborted_stats.deallocs == aborted_stats.allocs);
   CHECK(aborted_stats.bytes_live == 0);
+}
+
+namespace {
+
+// An executor that discards what it is given, as a closed queue does.
+struct dropping_executor {
+  asio::io_context* context;
+  asio::execution_context& query(asio::execution::context_t) const noexcept { return *context; }
+  static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+    return asio::execution::blocking.never;
+  }
+  template <class F>
+  void execute(F&& f) const {
+    [[maybe_unused]] const auto dropped = std::move(f);
+  }
+  bool operator==(const dropping_executor& other) const noexcept {
+    return context == other.context;
+  }
+  bool operator!=(const dropping_executor& other) const noexcept {
+    return context != other.context;
+  }
+};
+static_assert(asio::execution::is_executor<dropping_executor>::value);
+
+// Counts the live copies of what a handler captures.
+struct live_count {
+  int* live;
+  explicit live_count(int* l) : live(l) { ++*live; }
+  live_count(const live_count&) = delete;
+  live_count& operator=(const live_count&) = delete;
+  ~live_count() { --*live; }
+};
+
+} // namespace
+
+TEST_CASE_TEMPLATE("an executor that drops the completion without running it: the handler is "
+                   "destroyed uncalled, nothing leaks",
+                   Timer, TIMER_TYPES) {
+  asio::io_context io;
+  int live = 0, called = 0;
+  {
+    Timer t(io, 1ms);
+    auto capture = std::make_shared<live_count>(&live);
+    t.async_wait(asio::bind_executor(dropping_executor{&io},
+                                     [capture, &called](asio::error_code) { ++called; }));
+    capture.reset();
+    CHECK(live == 1);
+    io.run();
+  }
+  CHECK(called == 0);
+  CHECK(live == 0);
+}
+
+TEST_CASE_TEMPLATE("a handler run inline by its strand starts a wait whose completion is then "
+                   "destroyed uncalled (its executor's context destroyed): nothing leaks",
+                   Timer, TIMER_TYPES) {
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  Timer a(io, 1ms);
+  int live = 0, called_b = 0;
+  bool ran_a = false;
+  a.async_wait(asio::bind_executor(strand, [&](asio::error_code) {
+    ran_a = true;
+    auto elsewhere = std::make_unique<asio::io_context>(); // never run
+    asio::io_context other;
+    Timer b(other, 0ms);
+    auto capture = std::make_shared<live_count>(&live);
+    b.async_wait(asio::bind_executor(elsewhere->get_executor(),
+                                     [capture, &called_b](asio::error_code) { ++called_b; }));
+    capture.reset();
+    other.run(); // b completes: its handler is queued on `elsewhere`
+    elsewhere.reset();
+    CHECK(live == 0);
+  }));
+  io.run();
+  CHECK(ran_a);
+  CHECK(called_b == 0);
+  CHECK(live == 0);
 }

@@ -412,6 +412,20 @@ TEST_CASE("heartbeat_group: the event handler may destroy its member, another me
     CHECK_PROMPT(r);
   }
 
+  SUBCASE("the group, destroyed outside its handler, releases the handler at once") {
+    // Its captures may own what owns the context (whose queued wait handler outlives the
+    // group until the context runs it): they must not wait for that.
+    auto token = std::make_shared<int>(7);
+    const std::weak_ptr<int> seen = token;
+    group.emplace(ctx, group_type::options{{}, 30ms},
+                  [token = std::move(token)](member&, hb_event) {});
+    for (auto& c : conns)
+      group->watch(*c);
+    ctx.poll();
+    group.reset();
+    CHECK(seen.expired());
+  }
+
   SUBCASE("the group: the members due at the same time get nothing, all are unwatched") {
     rec.react = [&](member&, hb_event) { group.reset(); };
     group.emplace(ctx, group_type::options{{}, 30ms}, rec.handler());

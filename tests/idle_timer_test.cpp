@@ -396,62 +396,6 @@ TEST_CASE("idle_timer: set_timeout() while pending moves the wait without aborti
   }
 }
 
-TEST_CASE("idle_timer and heartbeat: one wait at a time; a second while one is outstanding "
-          "throws std::logic_error and changes nothing") {
-  asio::io_context ctx;
-  asio_wheel::idle_timer x(ctx, 10ms), y(ctx, 10ms);
-  asio_wheel::heartbeat hb(ctx, {10ms, 20ms});
-  outcome first, second, beat;
-  int rejected_destroyed = 0;
-  struct counted {
-    int* destroyed;
-    counted(int* d) : destroyed(d) {}
-    counted(counted&& o) noexcept : destroyed(std::exchange(o.destroyed, nullptr)) {}
-    ~counted() {
-      if (destroyed != nullptr)
-        ++*destroyed;
-    }
-  };
-
-  SUBCASE("while the first waits") {
-    y.async_wait(record(first));
-    CHECK_THROWS_WITH_AS(y.async_wait([c = counted(&rejected_destroyed)](asio::error_code) {}),
-                         doctest::Contains("one at a time"), std::logic_error);
-    hb.async_next([&](asio::error_code ec, asio_wheel::heartbeat::event) { record(beat)(ec); });
-    CHECK_THROWS_WITH_AS(hb.async_next([c = counted(&rejected_destroyed)](
-                                           asio::error_code, asio_wheel::heartbeat::event) {}),
-                         doctest::Contains("one at a time"), std::logic_error);
-    CHECK(rejected_destroyed == 2); // destroyed uncalled, as a handler whose initiation threw
-  }
-  SUBCASE("while the first's completion is queued: from a handler of the same batch") {
-    // x's handler runs first (both due in one turn, x's wait started first).
-    x.async_wait([&](asio::error_code) {
-      CHECK_THROWS_WITH_AS(y.async_wait([c = counted(&rejected_destroyed)](asio::error_code) {}),
-                           doctest::Contains("one at a time"), std::logic_error);
-      y.touch(); // the first wait, judged at its handler, still completes (it was due)
-    });
-    y.async_wait(record(first));
-  }
-  SUBCASE("after a cancel() that took the wait out of the wheel") {
-    y.async_wait(record(first));
-    CHECK(y.cancel() == 1);
-    y.async_wait(record(second)); // the first no longer counts
-  }
-  SUBCASE("from the handler of the previous one") {
-    y.async_wait([&](asio::error_code ec) {
-      record(first)(ec);
-      y.async_wait(record(second));
-    });
-  }
-
-  guarded_run(ctx);
-  CHECK(first.calls == 1);
-  CHECK(second.calls <= 1);
-  CHECK(beat.calls <= 1);
-  if (second.calls == 1)
-    CHECK(second.ec == kOk);
-}
-
 TEST_CASE("idle_timer: an invalid timeout throws std::invalid_argument") {
   asio::io_context ctx;
   CHECK_THROWS_AS(asio_wheel::idle_timer(ctx, 0ms), std::invalid_argument);

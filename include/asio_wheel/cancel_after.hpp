@@ -68,8 +68,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <ratio>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -103,7 +105,18 @@ To saturating_duration(const std::chrono::duration<Rep, Period>& d, const char* 
     return To::max();
   if (wide(d) <= wide(To::min()))
     return To::min();
-  return std::chrono::duration_cast<To>(d);
+  // In range; duration_cast multiplies first, which overflows for a period that does not
+  // divide To's (a count of thirds of a second times 10^9) long before To's own limits.
+  using factor = std::ratio_divide<Period, typename To::period>;
+  if constexpr (std::is_integral_v<Rep>) {
+    constexpr auto limit =
+        static_cast<long double>(std::numeric_limits<std::intmax_t>::max() / factor::num);
+    const auto count = static_cast<long double>(d.count());
+    if (count <= limit && count >= -limit)
+      return std::chrono::duration_cast<To>(d);
+  }
+  return To(static_cast<typename To::rep>(
+      std::chrono::duration<long double, typename To::period>(d).count()));
 }
 
 // `t` in the clock's own duration, saturating as saturating_duration does (a time point of a

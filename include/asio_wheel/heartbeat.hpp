@@ -166,11 +166,9 @@ public:
    *
    * One wait at a time: start the next from the handler of the previous one, or once that
    * has run. A wait that cancel() took out of the wheel (it was still waiting) no longer
-   * counts; one whose completion was queued counts until its handler has run (detected, see
-   * below, unless a cancellation decided its outcome first: do not start one then).
-   *
-   * @throws std::logic_error if an async_next() of this heartbeat is waiting, or its
-   * completion is queued and not yet decided by a cancellation; nothing changed then.
+   * counts; one whose completion was queued counts until its handler has run. Another
+   * started while one counts is not detected, and both then complete wrongly (as two
+   * concurrent reads on one Asio stream would).
    */
   template <typename Token = asio::default_completion_token_t<executor_type>>
   auto async_next(Token&& token = asio::default_completion_token_t<executor_type>()) {
@@ -182,10 +180,6 @@ private:
   friend base;
   friend typename base::template initiation<basic_heartbeat>;
 
-  static constexpr const char* one_at_a_time =
-      "asio_wheel::heartbeat::async_next: an async_next() of this heartbeat is outstanding "
-      "(waiting, or its completion queued); one at a time: start the next from its handler, "
-      "or after it ran";
   template <typename, typename>
   friend class detail::rearming_handler;
 

@@ -277,6 +277,11 @@ public:
     };
     driver_.wheel().clear(forget);
     queues_.clear(forget);
+    // Last, as a member would go: the event handler goes with the group (its captures may
+    // own what owns the context, whose queued wake_handler holds the anchor), unless it is
+    // the one destroying the group: run() drops it once it has returned.
+    if (!delivering_)
+      anchor_->on_event = nullptr;
   }
 
   /// Get the executor associated with the object.

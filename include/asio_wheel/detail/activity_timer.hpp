@@ -24,7 +24,6 @@
 #include <cstddef>
 #include <new>
 #include <optional>
-#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -226,13 +225,11 @@ protected:
     template <typename Handler>
     void operator()(Handler&& handler) const {
       activity_timer& self = *owner_;
-      // One operation at a time: the pending one's state and slot are the object's, and its
-      // completion, even queued, reads them. Detected while it is undecided (pending: in the
-      // wheel, or its success completion queued). Not once a cancellation decided it: a
-      // per-operation one leaves `complete` or `abort` also where it aborted the wheel wait,
-      // whose completion reads nothing and cannot clear it (the object may be gone by then).
-      if (self.state_ == op_state::pending)
-        throw_exception(std::logic_error(Owner::one_at_a_time));
+      // One operation at a time (documented on async_wait / async_next): the pending one's
+      // state and slot are the object's, and its completion, even queued, reads them. Not
+      // checked: `pending` can outlive an operation whose handler was destroyed uncalled
+      // (its move threw; its executor's context was destroyed), which only on_wait() clears,
+      // and the object may be gone by then.
       self.cut_slot();
       auto slot = asio::get_associated_cancellation_slot(handler);
       if (slot.is_connected())

@@ -116,6 +116,16 @@ public:
   // is the caller's again, untouched.
   bool given_back() const noexcept { return given_back_; }
 
+  // Called by a queued_completion about to call its wait's handler (the executor ran it,
+  // inline in the dispatch or later): the wait is freed before the upcall, and its memory
+  // may hold another wait by the time a function is destroyed here.
+  static void taken(wait_op* op) noexcept {
+    for (dispatch_scope* s = innermost_; s != nullptr; s = s->outer_) {
+      if (s->op_ == op)
+        s->op_ = nullptr;
+    }
+  }
+
   // Called by a queued_completion destroyed uncalled: true (and the wait is given back) if
   // `op` is being dispatched on this thread.
   static bool give_back(wait_op* op) noexcept {
@@ -287,7 +297,10 @@ private:
 
     allocator_type get_allocator() const noexcept { return allocator_; }
 
-    void operator()() { call(std::exchange(op_, nullptr)); }
+    void operator()() {
+      dispatch_scope::taken(op_);
+      call(std::exchange(op_, nullptr));
+    }
 
   private:
     wait_handler_op* op_;
@@ -311,6 +324,10 @@ private:
       }
       ASIO_WHEEL_RETHROW;
     }
+    // An executor that dropped the function without throwing (a closed queue, say): the
+    // handler goes uncalled, as Asio's own operation's would.
+    if (scope.given_back())
+      do_fn(self, action::destroy, nullptr);
   }
 
   // Calls the handler of a dispatched wait, its memory released first.

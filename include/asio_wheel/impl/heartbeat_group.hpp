@@ -216,6 +216,10 @@ template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::run() {
   // The event handler may destroy the group: `still` tells, and outlives it.
   const std::shared_ptr<anchor> still = anchor_;
+  // Destroyed by its event handler: the handler, now returned, goes too (see ~group).
+  const auto release_handler = [&still] {
+    [[maybe_unused]] const event_handler gone = std::move(still->on_event);
+  };
   delivering_ = true;
   ASIO_WHEEL_TRY {
     deliver(*still);
@@ -224,12 +228,16 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::run() {
     if (still->group != nullptr) {
       delivering_ = false;
       arm();
+    } else {
+      release_handler();
     }
     ASIO_WHEEL_RETHROW;
   }
   if (still->group != nullptr) {
     delivering_ = false;
     arm();
+  } else {
+    release_handler();
   }
 }
 
