@@ -330,7 +330,8 @@ private:
       do_fn(self, action::destroy, nullptr);
   }
 
-  // Calls the handler of a dispatched wait, its memory released first.
+  // Calls the handler of a completed wait (dispatched, or one whose handler's move may
+  // throw), its memory released first.
   static void call(wait_handler_op* self) {
     op_ptr p(self); // if the move throws, frees the operation, handler and all
     Handler handler(std::move(self->handler_));
@@ -362,24 +363,17 @@ private:
           if (what == action::invoke)
             completion.complete(std::move(handler), ec);
         }
-      } else {
-        op_ptr p(self); // if a move throws, frees the operation, handler and all
-        if (what == action::destroy) {
-          ASIO_WHEEL_TRY {
-            [[maybe_unused]] Handler handler(std::move(self->handler_));
-            p.reset();
-          }
-          ASIO_WHEEL_CATCH_ALL {
-            // The handler is destroyed in place instead, which is all that was asked.
-          }
-          return nullptr;
-        }
-        if constexpr (std::is_same_v<Completion, direct_completion>) {
-          Handler handler(std::move(self->handler_));
-          const error_code ec = self->result();
+      } else if (what == action::destroy) {
+        op_ptr p(self); // if the move throws, frees the operation, handler and all
+        ASIO_WHEEL_TRY {
+          [[maybe_unused]] Handler handler(std::move(self->handler_));
           p.reset();
-          direct_completion().complete(std::move(handler), ec);
         }
+        ASIO_WHEEL_CATCH_ALL {
+          // The handler is destroyed in place instead, which is all that was asked.
+        }
+      } else if constexpr (std::is_same_v<Completion, direct_completion>) {
+        call(self);
       }
       return nullptr;
     }
