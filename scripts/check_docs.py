@@ -7,7 +7,8 @@ its brief (taken from the header or docs/reference/groups.dox, so the check foll
 source), its member list with the members named below, and, for a class, the paragraphs every
 class page owes its reader (thread safety, completion signature, per-operation cancellation,
 precision, lifetime). Every internal link of every generated page, and of the rendered DOMs,
-must lead to a file that exists and to an anchor that is in it. A screenshot of each checked
+must lead to a file that exists and to an anchor that is in it; so must the relative links of
+README.md, CHANGELOG.md and docs/*.md (files, and headings' anchors as GitHub makes them). A screenshot of each checked
 page is saved (--screenshots DIR) for a person to look at.
 
 Usage: check_docs.py HTML_DIR [--screenshots DIR] [--chromium PATH]
@@ -170,6 +171,38 @@ def broken_links(html_dir, page_file, page, cache):
     return bad
 
 
+def github_slug(heading):
+    """The anchor GitHub gives a Markdown heading."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def markdown_links():
+    """Relative links of README.md, CHANGELOG.md and docs/*.md that lead nowhere."""
+    files = ["README.md", "CHANGELOG.md"] + sorted(
+        os.path.join("docs", f) for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+    bad, count = [], 0
+    for md in files:
+        text = open(os.path.join(ROOT, md), encoding="utf-8").read()
+        text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold no links
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            count += 1
+            path, _, anchor = target.partition("#")
+            full = os.path.normpath(os.path.join(ROOT, os.path.dirname(md), path)) if path \
+                else os.path.join(ROOT, md)
+            if not os.path.exists(full):
+                bad.append("%s -> %s (no such file)" % (md, target))
+            elif anchor and full.endswith(".md"):
+                headings = re.findall(r"^#+ (.*)$", re.sub(
+                    r"```.*?```", "", open(full, encoding="utf-8").read(), flags=re.S), re.M)
+                if anchor not in {github_slug(h) for h in headings}:
+                    bad.append("%s -> %s (no heading with that anchor)" % (md, target))
+    return files, count, bad
+
+
 def chromium(browser, args, url):
     with tempfile.TemporaryDirectory() as profile:
         cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -264,6 +297,10 @@ def main():
             bad += broken_links(html_dir, path, page, anchor_cache)
     verdict(not bad, "all %d pages: %d internal links, none broken%s" % (
         n_pages, n_links, "".join("\n    " + b for b in bad[:20])))
+
+    files, count, bad = markdown_links()
+    verdict(not bad, "Markdown: %d relative links in %d files (README.md, CHANGELOG.md, docs/), "
+            "none broken%s" % (count, len(files), "".join("\n    " + b for b in bad[:20])))
 
     print("check_docs: %d passed, %d failed (%.0f s)" % (passed, failed, time.time() - started))
     return 1 if failed else 0
