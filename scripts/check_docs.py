@@ -262,9 +262,12 @@ def main():
         else:
             brief = (class_brief(*how[1:]) if how[0] == "class" else group_brief(*how[1:]))
             brief = doxygen_plain(markdown_plain(brief))
-            # Compared without white space: the DOM's text nodes split at each link.
-            shown_brief = re.sub(r"\s", "", brief) in re.sub(r"\s", "", page.text)
-            verdict(shown_brief, "%s: brief shown: \"%s\"" % (name, brief))
+            # At the top of the page, before its first "More..." (which ends the brief there;
+            # a brief seen only in the detailed description below does not count). Compared
+            # without white space: the DOM's text nodes split at each link.
+            top = page.text.split("More...", 1)[0]
+            shown_brief = re.sub(r"\s", "", brief) in re.sub(r"\s", "", top)
+            verdict(shown_brief, "%s: brief shown at the top: \"%s\"" % (name, brief))
             shown = set()
             for text in page.member_names:
                 m = re.search(r"([A-Za-z_][A-Za-z_0-9]*)\s*(\(|<|$)", text)
