@@ -15,6 +15,7 @@
 #include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/statistics.hpp>
+#include <asio_wheel/version.hpp>
 #include <asio_wheel/virtual_clock.hpp>
 #include <asio_wheel/virtual_time.hpp>
 #include <asio_wheel/wheel_timer.hpp>

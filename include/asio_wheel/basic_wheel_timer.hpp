@@ -45,7 +45,29 @@ namespace asio_wheel {
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
- * @e Shared @e objects: Unsafe.
+ * @e Shared @e objects: Unsafe. As for Asio's timers, a timer's calls must not overlap:
+ * when its handlers can run on several threads, use a strand (or the handler chain).
+ *
+ * @par Completion Signature
+ * async_wait(): <tt>void(asio::error_code)</tt> (<tt>boost::system::error_code</tt> with
+ * Boost.Asio): success when the timer expired, asio::error::operation_aborted when
+ * cancel(), cancel_one(), expires_at(), expires_after(), a move assignment or the destructor
+ * took the wait out first.
+ *
+ * @par Per-Operation Cancellation
+ * async_wait() supports terminal, partial and total cancellation, as Asio's timer does (and
+ * after the timer was moved, which Asio 1.22's does not).
+ *
+ * @par Return values
+ * cancel(), cancel_one(), expires_at() and expires_after() return how many pending waits
+ * they aborted: 0 when the waits had already expired (their handlers then run with success,
+ * as with Asio).
+ *
+ * @par Lifetime
+ * As asio::steady_timer: the timer may be destroyed or moved at any time; its pending waits
+ * complete with operation_aborted, and a wait already due completes with success. A wait's
+ * state leaves the timer before its handler runs, so the handler may destroy, move or re-arm
+ * the timer. The execution context must outlive the timer.
  *
  * @par Differences from asio::basic_waitable_timer
  * Per-operation cancellation keeps working after the timer is moved. Waits that expire

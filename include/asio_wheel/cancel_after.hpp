@@ -188,6 +188,9 @@ struct timer_deadline {
 
 } // namespace detail
 
+/// @addtogroup coroutine_timeouts
+/// @{
+
 /// A completion token adapter that cancels the operation when a deadline passes.
 /**
  * Created by cancel_after() or cancel_at() with a completion token; use it in place of the
@@ -197,13 +200,17 @@ struct timer_deadline {
 template <typename CompletionToken, typename Deadline>
 class basic_cancel_t {
 public:
+  /// Wraps @c token with @c deadline; cancel_after() and cancel_at() call this.
   template <typename T>
   basic_cancel_t(T&& token, const Deadline& deadline,
                  asio::cancellation_type_t cancel_type = asio::cancellation_type::terminal)
       : token_(std::forward<T>(token)), deadline_(deadline), cancel_type_(cancel_type) {}
 
+  /// The completion token adapted (public, as in Asio's adapters).
   CompletionToken token_;
+  /// When to cancel: a timeout or an expiry, on the wheel or on the user's timer.
   Deadline deadline_;
+  /// The cancellation type emitted when the deadline passes.
   asio::cancellation_type_t cancel_type_;
 };
 
@@ -216,6 +223,7 @@ public:
 template <typename Deadline>
 class basic_partial_cancel {
 public:
+  /// Keeps @c deadline; cancel_after() and cancel_at() without a token call this.
   explicit basic_partial_cancel(const Deadline& deadline, asio::cancellation_type_t cancel_type =
                                                               asio::cancellation_type::terminal)
       : deadline_(deadline), cancel_type_(cancel_type) {}
@@ -228,7 +236,9 @@ public:
         std::forward<CompletionToken>(token), deadline_, cancel_type_);
   }
 
+  /// When to cancel: a timeout or an expiry, on the wheel or on the user's timer.
   Deadline deadline_;
+  /// The cancellation type emitted when the deadline passes.
   asio::cancellation_type_t cancel_type_;
 };
 
@@ -288,7 +298,9 @@ using partial_cancel_at_timer =
  * (infinity included) never passes, a zero or negative one cancels the operation at once.
  * @throws std::invalid_argument if @c timeout is a floating-point NaN.
  * @param cancel_type The cancellation type to emit (default terminal).
- * @param token The completion token of the operation.
+ * @return The partial adapter: use it as the completion token (it adapts the operation's
+ * default token), or call it with a token. The overloads that take a @c token return the
+ * adapter for it.
  *
  * @par Thread Safety
  * A wait is performed beside the operation, and emits the cancellation on the handler's
@@ -374,7 +386,8 @@ cancel_after(Timer& timer, const std::chrono::duration<Rep, Period>& timeout,
  * at once, one beyond the clock's range never comes.
  * @throws std::invalid_argument if @c expiry is a floating-point NaN.
  * @param cancel_type The cancellation type to emit (default terminal).
- * @param token The completion token of the operation.
+ * @return The partial adapter, as cancel_after()'s; the overloads that take a @c token
+ * return the adapter for it.
  *
  * Thread safety and per-operation cancellation: as cancel_after().
  */
@@ -437,6 +450,8 @@ cancel_at(Timer& timer, const std::chrono::time_point<typename Timer::clock_type
           CompletionToken&& token) {
   return asio_wheel::cancel_at(timer, expiry)(std::forward<CompletionToken>(token));
 }
+
+/// @}
 
 namespace detail {
 
@@ -762,6 +777,9 @@ using partial_default_token_t = std::conditional_t<
 } // namespace detail
 } // namespace asio_wheel
 
+/// @cond INTERNAL
+// Asio's customization points for the adapters and the deadline's handlers: found by Asio,
+// never spelled by users, so left out of the reference.
 template <typename CompletionToken, typename Deadline, typename... Signatures>
 struct asio_wheel::asio::async_result<asio_wheel::basic_cancel_t<CompletionToken, Deadline>,
                                       Signatures...> {
@@ -817,5 +835,6 @@ struct asio_wheel::asio::associated_allocator<asio_wheel::detail::cancel_at_hand
     return asio_wheel::asio::get_associated_allocator(h.handler_, a);
   }
 };
+/// @endcond
 
 #endif // ASIO_WHEEL_CANCEL_AFTER_HPP

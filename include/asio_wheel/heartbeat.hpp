@@ -86,7 +86,22 @@ public:
   using typename base::executor_type;
   using typename base::range;
   using typename base::time_point;
+  /// The clock type.
   using clock_type = Clock;
+
+#if defined(ASIO_WHEEL_DOXYGEN)
+  // The members inherited from detail::activity_timer, declared for the reference only.
+
+  /// Marks input from the peer now: both thresholds count from the latest touch().
+  /** @copydetails basic_idle_timer::touch() */
+  void touch() noexcept;
+
+  /// @copydoc basic_idle_timer::last_activity()
+  time_point last_activity() const noexcept;
+
+  /// @copydoc basic_idle_timer::get_executor()
+  executor_type get_executor() noexcept;
+#endif
 
   /// What async_next() reports.
   enum class event {
@@ -101,8 +116,8 @@ public:
    * ping_after.min < drop_after.min and ping_after.max < drop_after.max.
    */
   struct options {
-    range ping_after;
-    range drop_after;
+    range ping_after; ///< Quiet this long since the last touch(): event::ping.
+    range drop_after; ///< Silent this long since the last touch(): event::drop.
   };
 
   /// Constructor. Construction counts as input.
@@ -128,7 +143,9 @@ public:
   }
 
   /// The thresholds.
-  const options& get_options() const noexcept { return options_; }
+  const options& get_options() const noexcept {
+    return options_;
+  }
 
   /// Cancels the pending async_next().
   /**

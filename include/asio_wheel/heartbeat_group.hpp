@@ -54,7 +54,7 @@ struct heartbeat_group_statistics {
 /**
  * basic_heartbeat gives each connection its own asynchronous operation, and so its own
  * pending wait (224 bytes per connection). A heartbeat group keeps the connections in a
- * timing wheel of its own instead, with a #member hook embedded in each connection
+ * timing wheel of its own instead, with a member hook embedded in each connection
  * (56 bytes, no allocation), and one wheel timer wait for the group. When a connection has
  * been quiet for @c ping_after, or silent for @c drop_after, the group calls its event
  * handler with the member and the event; the handler finds its connection from the member
@@ -131,6 +131,21 @@ struct heartbeat_group_statistics {
  * run the context). member::touch() is safe from any thread at any time, and so is
  * timeout_scale::set().
  *
+ * @par Completion Signature
+ * None: the group has no asynchronous operation. Events go to the handler given to the
+ * constructor, <tt>void(member&, event)</tt>, called on the group's executor (see
+ * event_handler). For a per-connection asynchronous operation (every completion token, a
+ * coroutine per connection), use basic_heartbeat.
+ *
+ * @par Per-Operation Cancellation
+ * Not applicable: unwatch() a member to stop its events; destroying the group stops all.
+ *
+ * @par Lifetime
+ * The group may be destroyed at any time on its executor, from its event handler included:
+ * no event is delivered after, and its members are left unwatched. A member may be
+ * destroyed at any time on the group's executor (its destructor unwatches it), from the
+ * event handler included. The execution context must outlive the group.
+ *
  * @par Many threads
  * A group belongs to one strand, so a server whose io_context runs on N threads keeps one
  * group per strand: N groups, each constructed with a strand of its own
@@ -192,7 +207,7 @@ public:
    */
   struct options {
     range ping_after{}; ///< Zero: never ping.
-    range drop_after{};
+    range drop_after{}; ///< Silent this long: event::drop, and the member is unwatched.
   };
 
   class member;

@@ -95,10 +95,31 @@ public:
   using typename base::executor_type;
   using typename base::range;
   using typename base::time_point;
+  /// The clock type.
   using clock_type = Clock;
+
+#if defined(ASIO_WHEEL_DOXYGEN)
+  // The members inherited from the implementation's base (detail::activity_timer), declared
+  // here for the reference only: Doxygen does not show a detail:: base's members.
+
+  /// Marks activity now: the idle timeout counts from the latest touch().
+  /**
+   * One clock read and one relaxed compare-exchange: no wheel operation, no lock, no
+   * allocation, no handler. Any thread may call it at any time; touches racing from several
+   * threads keep the latest reading.
+   */
+  void touch() noexcept;
+
+  /// The time of the last activity, as marked (never before the true time).
+  time_point last_activity() const noexcept;
+
+  /// Get the executor associated with the object.
+  executor_type get_executor() noexcept;
+#endif
 
   /// Constructor. Construction counts as activity.
   /**
+   * @param ex The I/O executor of the timer: its waits' handlers run there by default.
    * @param timeout A duration, or a range <tt>{min, max}</tt> scaled by the context's
    * timeout_scale.
    *
@@ -121,10 +142,14 @@ public:
 
   /// The idle timeout in force: the fixed timeout, or for a range, the timeout at the
   /// context's factor now.
-  duration timeout() const noexcept { return timeout_.at(this->factor()); }
+  duration timeout() const noexcept {
+    return timeout_.at(this->factor());
+  }
 
   /// The idle timeout as given: a range (<tt>min == max</tt> for a fixed timeout).
-  const range& get_timeout() const noexcept { return timeout_; }
+  const range& get_timeout() const noexcept {
+    return timeout_;
+  }
 
   /// Changes the idle timeout; a pending wait follows the new value without being aborted.
   /**

@@ -18,6 +18,7 @@
 
 namespace asio_wheel {
 
+/// @ingroup statistics
 /// Reads the statistics of the timing wheel of @c context for @c Clock.
 /**
  * Every wheel_timer, idle_timer, heartbeat, heartbeat_group and cancel_after/cancel_at of

@@ -38,11 +38,11 @@ namespace asio_wheel {
  * @e Distinct @e objects: Safe. @e Shared @e objects: Safe (now() is an atomic load).
  */
 struct virtual_clock {
-  using rep = std::int64_t;
-  using period = std::nano;
-  using duration = std::chrono::duration<rep, period>;
-  using time_point = std::chrono::time_point<virtual_clock>;
-  static constexpr bool is_steady = true;
+  using rep = std::int64_t;                                  ///< Nanoseconds, as a signed count.
+  using period = std::nano;                                  ///< One nanosecond.
+  using duration = std::chrono::duration<rep, period>;       ///< The clock's duration.
+  using time_point = std::chrono::time_point<virtual_clock>; ///< The clock's time point.
+  static constexpr bool is_steady = true;                    ///< Virtual time never goes back.
 
   /// The current virtual time.
   static time_point now() noexcept {

@@ -62,9 +62,9 @@ namespace asio_wheel {
  */
 class virtual_time {
 public:
-  using clock_type = virtual_clock;
-  using duration = virtual_clock::duration;
-  using time_point = virtual_clock::time_point;
+  using clock_type = virtual_clock;             ///< The clock this object moves.
+  using duration = virtual_clock::duration;     ///< The clock's duration.
+  using time_point = virtual_clock::time_point; ///< The clock's time point.
 
   /// Controls the virtual_clock wheel of @c io (created if need be).
   explicit virtual_time(asio::io_context& io) : io_(io), service_(asio::use_service<service>(io)) {}
@@ -144,6 +144,7 @@ public:
   /// I/O. Cheap, nestable; advance() ignores holds.
   class hold {
   public:
+    /// Suspends auto-advance of @c vt until this object is destroyed or released.
     explicit hold(virtual_time& vt) noexcept : vt_(&vt) { ++vt_->holds_; }
     hold(const hold&) = delete;
     hold& operator=(const hold&) = delete;

@@ -9,6 +9,11 @@
 #include <cstdio>
 #include <type_traits>
 
+// asio_wheel.hpp brings the version (include/asio_wheel/version.hpp).
+#if !defined(ASIO_WHEEL_VERSION) || ASIO_WHEEL_VERSION < 100000
+#error "asio_wheel.hpp did not define ASIO_WHEEL_VERSION (1.0.0 or later)"
+#endif
+
 // The consumer project says which flavour it linked (ASIO_WHEEL_CONSUMER_BOOST, 0 or 1).
 #if ASIO_WHEEL_CONSUMER_BOOST != defined(ASIO_WHEEL_USE_BOOST_ASIO)
 #error "the flavour's target did not select the flavour it stands for"

@@ -88,6 +88,16 @@ if(_kind STREQUAL "find_package")
     endif()
   endforeach()
 
+  # The version the installed package must report, from the one place it is written.
+  file(STRINGS "${ASIO_WHEEL_SOURCE_DIR}/include/asio_wheel/version.hpp" _version_lines
+       REGEX "^#define ASIO_WHEEL_VERSION_(MAJOR|MINOR|PATCH) [0-9]+$")
+  set(_version)
+  foreach(_part MAJOR MINOR PATCH)
+    string(REGEX MATCH "ASIO_WHEEL_VERSION_${_part} ([0-9]+)" _ "${_version_lines}")
+    list(APPEND _version "${CMAKE_MATCH_1}")
+  endforeach()
+  list(JOIN _version "." _version)
+
   # pkg-config: the include directory it reports must hold the installed headers.
   find_program(_pkg_config NAMES pkg-config pkgconf)
   if(_pkg_config)
@@ -108,11 +118,19 @@ if(_kind STREQUAL "find_package")
       message(FATAL_ERROR "[${_kind}] ${_pc_name}.pc does not select Boost.Asio: '${_cflags}'")
     endif()
     message(STATUS "[${_kind}] pkg-config --cflags ${_pc_name}: ${_cflags}")
+    execute_process(
+      COMMAND "${_pkg_config}" --modversion ${_pc_name}
+      OUTPUT_VARIABLE _pc_version
+      OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT _pc_version STREQUAL _version)
+      message(FATAL_ERROR "[${_kind}] ${_pc_name}.pc says version '${_pc_version}', version.hpp '${_version}'")
+    endif()
   else()
     message(STATUS "[${_kind}] pkg-config not found; .pc file not checked")
   endif()
 
-  list(APPEND _configure_args "-DCMAKE_PREFIX_PATH=${_prefix}")
+  list(APPEND _configure_args "-DCMAKE_PREFIX_PATH=${_prefix}"
+       "-DASIO_WHEEL_CONSUMER_EXPECTED_VERSION=${_version}")
   run_step("configure" "${CMAKE_COMMAND}" ${_configure_args})
 
   # It must have been this prefix's package that was found.

@@ -79,6 +79,19 @@ namespace asio_wheel {
  * performed within the same implicit or explicit strand; the wheel's wait completes on the
  * executor associated with the operation that armed it.
  *
+ * @par Completion Signature
+ * As Beast's stream: reads and writes <tt>void(error_code, std::size_t)</tt>; connects
+ * <tt>void(error_code)</tt>, or with the endpoint or iterator connected to; a timeout
+ * completes the operation with <tt>boost::beast::error::timeout</tt> (see each operation).
+ *
+ * @par Per-Operation Cancellation
+ * async_connect(), async_read_some() and async_write_some(): terminal, partial and total, as
+ * the socket's operations.
+ *
+ * @par Lifetime
+ * As Beast's stream: the stream must outlive its outstanding operations, as any Asio I/O
+ * object; destroying it closes the socket. The execution context must outlive it.
+ *
  * @tparam Protocol The protocol of the socket, such as <tt>boost::asio::ip::tcp</tt>.
  * @tparam Executor The executor of the socket, used for completion handlers which do not have
  * their own.
