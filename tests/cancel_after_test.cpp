@@ -1313,8 +1313,9 @@ struct inspecting_initiation {
   void operator()(Handler&& handler) const {
     *tag = associated_tag<std::decay_t<Handler>, int>::get(handler, -1);
 #if ASIO_WHEEL_ASIO_HAS_IMMEDIATE_EXECUTOR
-    const auto immediate = asio::get_associated_immediate_executor(handler, ex);
-    *immediate_bound = immediate == asio::system_executor();
+    // Bound, it is the handler's system_executor; else one derived from the I/O executor.
+    using immediate = decltype(asio::get_associated_immediate_executor(handler, ex));
+    *immediate_bound = std::is_same_v<std::decay_t<immediate>, asio::system_executor>;
 #endif
     asio::post(
         ex, [h = std::forward<Handler>(handler)]() mutable { std::move(h)(asio::error_code()); });

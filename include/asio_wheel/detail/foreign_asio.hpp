@@ -20,39 +20,55 @@ namespace asio_wheel::detail {
 // given to a timer compiled for standalone Asio (the user included Boost.Asio after the
 // library, and did not link asio_wheel::asio_wheel_boost), or the reverse. Its constructors
 // take such an argument only to fail with foreign_asio_error's one line, instead of 60 lines
-// of overloads that do not match. Recognised by shape, as neither flavour can name the
-// other's types: a context has an executor_type and get_executor(); an executor, execute()
-// or (a Networking TS one) context().
-template <typename T, typename = void>
-struct is_context_shaped : std::false_type {};
-template <typename T>
-struct is_context_shaped<
-    T, std::void_t<typename T::executor_type, decltype(std::declval<T&>().get_executor())>>
-    : std::true_type {};
-
+// of overloads that do not match. Neither flavour can name the other's types, so it is told
+// by shape: an executor (execute(), or a Networking TS one's context()) whose execution
+// context this flavour cannot query or convert to its own; a context (executor_type and
+// get_executor()) whose executor is such. An executor of this flavour that the timer does not
+// take (say, another strand type) is not one: it fails as before.
 struct noop_function {
   void operator()() const noexcept {}
 };
 
 template <typename T, typename = void>
-struct is_executor_shaped : std::false_type {};
+struct has_execute : std::false_type {};
 template <typename T>
-struct is_executor_shaped<T,
-                          std::void_t<decltype(std::declval<const T&>().execute(noop_function{}))>>
-    : std::true_type {};
-template <typename T, typename = void>
-struct is_ts_executor_shaped : std::false_type {};
-template <typename T>
-struct is_ts_executor_shaped<T, std::void_t<decltype(std::declval<const T&>().context())>>
+struct has_execute<T, std::void_t<decltype(std::declval<const T&>().execute(noop_function{}))>>
     : std::true_type {};
 
-// Executor: the timer's executor type, which a genuine executor converts to.
+template <typename T, typename = void>
+struct has_own_context_fn : std::false_type {};
+template <typename T>
+struct has_own_context_fn<T, std::void_t<decltype(std::declval<const T&>().context())>>
+    : std::is_convertible<decltype(std::declval<const T&>().context()), asio::execution_context&> {
+};
+
+template <typename T, typename = void>
+struct has_context_fn : std::false_type {};
+template <typename T>
+struct has_context_fn<T, std::void_t<decltype(std::declval<const T&>().context())>>
+    : std::true_type {};
+
+template <typename T>
+inline constexpr bool
+    is_foreign_executor_v = std::is_class_v<T> &&
+                            (has_execute<T>::value || has_context_fn<T>::value) &&
+                            !asio::can_query<const T&, asio::execution::context_t>::value &&
+                            !has_own_context_fn<T>::value;
+
+template <typename T, typename = void>
+struct is_foreign_context : std::false_type {};
+template <typename T>
+struct is_foreign_context<
+    T, std::void_t<typename T::executor_type, decltype(std::declval<T&>().get_executor())>>
+    : std::bool_constant<
+          !std::is_convertible_v<T&, asio::execution_context&> &&
+          is_foreign_executor_v<std::decay_t<decltype(std::declval<T&>().get_executor())>>> {};
+
+// T as passed to a constructor; Executor: the timer's executor type.
 template <typename T, typename Executor, typename U = std::remove_cv_t<std::remove_reference_t<T>>>
 inline constexpr bool is_foreign_asio_v =
-    std::is_class_v<U> && !std::is_convertible_v<U&, asio::execution_context&> &&
-    !std::is_convertible_v<const U&, Executor> &&
-    (is_context_shaped<U>::value || is_executor_shaped<U>::value ||
-     is_ts_executor_shaped<U>::value);
+    std::is_class_v<U> && !std::is_convertible_v<const U&, Executor> &&
+    (is_foreign_executor_v<U> || is_foreign_context<U>::value);
 
 // Instantiated only to fail: the first error says what to do.
 template <typename Foreign>
