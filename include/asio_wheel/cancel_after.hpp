@@ -599,7 +599,7 @@ private:
 };
 
 // The handler given to the wrapped operation: carries the adapter's cancellation slot and
-// the user's handler, whose executor and allocator it exposes.
+// the user's handler, whose associators it exposes (see the asio::associator below).
 template <typename Handler, typename State>
 class cancel_at_handler {
 public:

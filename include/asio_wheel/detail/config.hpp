@@ -23,13 +23,14 @@
 // One flavour per program: the library's entities have the same names in both, so every
 // translation unit of a program must agree on ASIO_WHEEL_USE_BOOST_ASIO.
 
-// Boost.Asio included first, and no standalone Asio: the user meant the Boost flavour and
-// did not link its target. Without this, the first error is 60 lines about a constructor
+// Boost.Asio included first, and no standalone Asio: the user most likely meant the Boost
+// flavour and did not link its target (a program that uses both includes standalone Asio
+// first, and is not stopped). Without this, the first error is 60 lines about a constructor
 // that takes no boost::asio::io_context. (The other order: see detail/foreign_asio.hpp.)
 #if !defined(ASIO_WHEEL_USE_BOOST_ASIO) && defined(BOOST_ASIO_DETAIL_CONFIG_HPP) &&                \
     !defined(ASIO_DETAIL_CONFIG_HPP)
 #error                                                                                             \
-    "asio_wheel: Boost.Asio is included but ASIO_WHEEL_USE_BOOST_ASIO is not defined: link the CMake target asio_wheel::asio_wheel_boost (it defines it), or define ASIO_WHEEL_USE_BOOST_ASIO in every translation unit"
+    "asio_wheel: Boost.Asio is included but ASIO_WHEEL_USE_BOOST_ASIO is not defined: link the CMake target asio_wheel::asio_wheel_boost (it defines it), or define ASIO_WHEEL_USE_BOOST_ASIO in every translation unit (for standalone Asio beside Boost.Asio, include a standalone Asio header before asio_wheel's)"
 #endif
 
 #if defined(ASIO_WHEEL_USE_BOOST_ASIO)
