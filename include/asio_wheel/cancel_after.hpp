@@ -801,6 +801,13 @@ private:
 } // namespace detail
 } // namespace asio_wheel
 
+#if ASIO_WHEEL_ASIO_VERSION < 102300
+// Still a deferred operation to chain with operator| (deferred is experimental there).
+template <typename Op>
+struct asio_wheel::asio::experimental::is_deferred<
+    asio_wheel::detail::partial_deferred_operation<Op>> : std::true_type {};
+#endif
+
 template <typename CompletionToken, typename Deadline, typename... Signatures>
 struct asio_wheel::asio::async_result<asio_wheel::basic_cancel_t<CompletionToken, Deadline>,
                                       Signatures...> {
