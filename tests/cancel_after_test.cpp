@@ -38,6 +38,10 @@
 #include <asio/async_result.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
+#if ASIO_WHEEL_ASIO_HAS_IMMEDIATE_EXECUTOR
+#include <asio/associated_immediate_executor.hpp>
+#include <asio/bind_immediate_executor.hpp>
+#endif
 #include <asio/buffer.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
@@ -1256,4 +1260,93 @@ TEST_CASE_TEMPLATE("cancel_after(d, use_future): the future reports operation_ab
   CHECK(error_of(done) == kAborted);
   CHECK(sclock::now() >= t0 + kShort);
   CHECK_PROMPT(r);
+}
+
+namespace {
+
+// An associator of the user's own, built as Asio builds its own (the handler's nested type,
+// else an asio::associator specialisation, else the default): an adapter that forwards every
+// associator to the handler it carries, as Asio's does, forwards this one too.
+template <typename T, typename D>
+struct associated_tag;
+
+template <typename T, typename = void>
+struct has_tag_type : std::false_type {};
+template <typename T>
+struct has_tag_type<T, std::void_t<typename T::tag_type>> : std::true_type {};
+
+template <typename T, typename D, typename = void, typename = void>
+struct associated_tag_impl {
+  using type = D;
+  static type get(const T&, const D& d = D()) noexcept { return d; }
+};
+template <typename T, typename D>
+struct associated_tag_impl<T, D, std::void_t<typename T::tag_type>> {
+  using type = typename T::tag_type;
+  static type get(const T& t, const D& = D()) noexcept { return t.tag(); }
+};
+template <typename T, typename D>
+struct associated_tag_impl<T, D, std::enable_if_t<!has_tag_type<T>::value>,
+                           std::void_t<typename asio::associator<associated_tag, T, D>::type>>
+    : asio::associator<associated_tag, T, D> {};
+
+template <typename T, typename D>
+struct associated_tag : associated_tag_impl<T, D> {};
+
+struct tagged_handler {
+  using tag_type = int;
+  int tag() const noexcept { return 42; }
+  outcome* o;
+  void operator()(const asio::error_code& ec) const { o->complete(ec); }
+};
+
+// An operation that reads its handler's associators when it starts, then completes.
+struct inspecting_initiation {
+  using executor_type = asio::io_context::executor_type;
+  executor_type ex;
+  int* tag;
+  bool* immediate_bound;
+
+  executor_type get_executor() const noexcept { return ex; }
+
+  template <typename Handler>
+  void operator()(Handler&& handler) const {
+    *tag = associated_tag<std::decay_t<Handler>, int>::get(handler, -1);
+#if ASIO_WHEEL_ASIO_HAS_IMMEDIATE_EXECUTOR
+    // Bound, it is the handler's system_executor; else one derived from the I/O executor.
+    using immediate = decltype(asio::get_associated_immediate_executor(handler, ex));
+    *immediate_bound = std::is_same_v<std::decay_t<immediate>, asio::system_executor>;
+#endif
+    asio::post(
+        ex, [h = std::forward<Handler>(handler)]() mutable { std::move(h)(asio::error_code()); });
+  }
+};
+
+} // namespace
+
+TEST_CASE_TEMPLATE("the adapter's handler forwards every associator of the user's handler: "
+                   "one of the user's own, and the immediate executor where Asio has it",
+                   F, CANCEL_ADAPTERS) {
+  asio::io_context ctx;
+  outcome o;
+  int tag = 0;
+  bool immediate_bound = false;
+  const inspecting_initiation init{ctx.get_executor(), &tag, &immediate_bound};
+  SUBCASE("a handler with an associator of its own") {
+    auto token = F::after(kFar, tagged_handler{&o});
+    asio::async_initiate<decltype(token), void(asio::error_code)>(init, token);
+    ctx.run();
+    CHECK(tag == 42);
+  }
+#if ASIO_WHEEL_ASIO_HAS_IMMEDIATE_EXECUTOR
+  SUBCASE("a handler bound to an immediate executor") {
+    auto token =
+        F::after(kFar, asio::bind_immediate_executor(asio::system_executor(),
+                                                     [&](asio::error_code ec) { o.complete(ec); }));
+    asio::async_initiate<decltype(token), void(asio::error_code)>(init, token);
+    ctx.run();
+    CHECK(immediate_bound);
+  }
+#endif
+  CHECK(o.calls == 1);
 }

@@ -126,6 +126,40 @@ TEST_CASE("heartbeat_group: a lowered factor drops the last member: the group's 
   CHECK(runs_out(ioc));
 }
 
+// Issue 34 (review): a queue's wait re-armed while its completion is already in flight (here
+// in the same batch; as well on another thread) completes as a stale success, whose handler
+// forgot the wait armed since. When that run then emptied the queue, disarm() thought nothing
+// armed and left the newer wait pending until its deadline (here 5 s later).
+TEST_CASE("a queue's wait re-armed while its completion is in flight: an emptied queue leaves "
+          "no wait pending") {
+  using idle_t = asio_wheel::basic_idle_timer<tclock>;
+  tclock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  auto& scale = asio_wheel::timeout_scale::of(ioc);
+  scale.set(0.5);
+  idle_t a(ioc, {10ms, 10010ms});
+  idle_t b(ioc, {10ms, 10010ms});
+  int calls = 0;
+  // Due with the queue's wait (a's timeout at factor 0.5: t0 + 10 ms + 5 s), and filed
+  // before it: completes first in their batch.
+  asio_wheel::basic_wheel_timer<tclock> first(ioc);
+  first.expires_at(t0 + 5010ms);
+  first.async_wait([&](asio::error_code) {
+    scale.set(1.0);
+    // Past its minimum: parks at once, and the queue's wait, in this batch, is re-armed for
+    // the head at factor 1 (t0 + 10.01 s).
+    b.async_wait([&](asio::error_code) { ++calls; });
+    scale.set(0.5); // the queue's wait then finds a and b due at factor 0.5
+  });
+  a.async_wait([&](asio::error_code) { ++calls; });
+  tclock::set(t0 + 20ms);
+  run_for(ioc, kStill); // a parks: the queue's wait is armed for t0 + 5.01 s
+  CHECK(calls == 0);
+  tclock::set(t0 + 5010ms);
+  CHECK(run_until(ioc, [&] { return calls == 2; }));
+  CHECK(runs_out(ioc));
+}
+
 TEST_CASE("an idle_timer with a range on a work-tracking executor: once it is destroyed, run() "
           "returns") {
   using idle_t = asio_wheel::basic_idle_timer<tclock>;

@@ -14,6 +14,7 @@
 
 #include <asio_wheel/detail/asio_forward.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
+#include <asio_wheel/detail/foreign_asio.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -166,6 +167,12 @@ public:
       : impl_(context) {
     impl_.expires_after(expiry_time);
   }
+
+  // A context or executor of the other Asio flavour: fails to compile, saying what to link.
+  template <typename Foreign, typename... Args,
+            std::enable_if_t<detail::is_foreign_asio_v<Foreign, executor_type>, int> = 0>
+  explicit basic_wheel_timer(Foreign&&, Args&&...)
+      : impl_(detail::foreign_asio_error<std::decay_t<Foreign>>{}) {}
 
   /// Move-construct a basic_wheel_timer from another.
   /**

@@ -614,7 +614,7 @@ private:
 };
 
 // The handler given to the wrapped operation: carries the adapter's cancellation slot and
-// the user's handler, whose executor and allocator it exposes.
+// the user's handler, whose associators it exposes (see the asio::associator below).
 template <typename Handler, typename State>
 class cancel_at_handler {
 public:
@@ -774,12 +774,58 @@ using partial_default_token_t = std::conditional_t<
     std::is_void_v<asio::default_completion_token_t<asio::associated_executor_t<Initiation>>>,
     deferred_t, asio::default_completion_token_t<asio::associated_executor_t<Initiation>>>;
 
+#if ASIO_WHEEL_ASIO_VERSION < 102300
+// Before Asio 1.23 a coroutine cannot co_await a deferred operation, which is what the
+// partial form yields there: co_await tries to launch it with a pointer to its frame, and
+// the error was 150 lines about deferred_async_operation. This wrapper launches it as it is
+// otherwise, and turns that attempt into one line saying what works.
+template <typename Op>
+class partial_deferred_operation {
+public:
+  explicit partial_deferred_operation(Op op) : op_(std::move(op)) {}
+
+  template <typename CompletionToken>
+  decltype(auto) operator()(CompletionToken&& token) && {
+    return launch(std::move(op_), std::forward<CompletionToken>(token));
+  }
+
+  template <typename CompletionToken>
+  decltype(auto) operator()(CompletionToken&& token) const& {
+    return launch(op_, std::forward<CompletionToken>(token));
+  }
+
+private:
+  // An object pointer is no completion token: only co_await passes one (its frame). Tested
+  // first, and the launch left out when it fails, so that the assertion is the first error.
+  template <typename O, typename CompletionToken>
+  static decltype(auto) launch(O&& op, CompletionToken&& token) {
+    using T = std::decay_t<CompletionToken>;
+    constexpr bool is_token = !std::is_pointer_v<T> || std::is_function_v<std::remove_pointer_t<T>>;
+    static_assert(is_token,
+                  "co_await op(asio_wheel::cancel_after(d)) needs Asio 1.23 or later (Boost 1.80 "
+                  "or later); with this Asio write op(asio_wheel::cancel_after(d, "
+                  "asio::use_awaitable)) (cancel_at(tp, asio::use_awaitable) likewise)");
+    if constexpr (is_token)
+      return std::forward<O>(op)(std::forward<CompletionToken>(token));
+  }
+
+  Op op_;
+};
+#endif
+
 } // namespace detail
 } // namespace asio_wheel
 
 /// @cond INTERNAL
 // Asio's customization points for the adapters and the deadline's handlers: found by Asio,
 // never spelled by users, so left out of the reference.
+#if ASIO_WHEEL_ASIO_VERSION < 102300
+// Still a deferred operation to chain with operator| (deferred is experimental there).
+template <typename Op>
+struct asio_wheel::asio::experimental::is_deferred<
+    asio_wheel::detail::partial_deferred_operation<Op>> : std::true_type {};
+#endif
+
 template <typename CompletionToken, typename Deadline, typename... Signatures>
 struct asio_wheel::asio::async_result<asio_wheel::basic_cancel_t<CompletionToken, Deadline>,
                                       Signatures...> {
@@ -801,8 +847,15 @@ struct asio_wheel::asio::async_result<asio_wheel::basic_partial_cancel<Deadline>
     using default_token = asio_wheel::detail::partial_default_token_t<std::decay_t<Initiation>>;
     using adapter = asio_wheel::basic_cancel_t<default_token, Deadline>;
     const adapter full(default_token{}, token.deadline_, token.cancel_type_);
-    return asio_wheel::asio::async_initiate<const adapter, Signatures...>(
-        std::forward<Initiation>(initiation), full, std::forward<Args>(args)...);
+#if ASIO_WHEEL_ASIO_VERSION < 102300
+    if constexpr (std::is_same_v<default_token, asio_wheel::detail::deferred_t>) {
+      auto op = asio_wheel::asio::async_initiate<const adapter, Signatures...>(
+          std::forward<Initiation>(initiation), full, std::forward<Args>(args)...);
+      return asio_wheel::detail::partial_deferred_operation<decltype(op)>(std::move(op));
+    } else
+#endif
+      return asio_wheel::asio::async_initiate<const adapter, Signatures...>(
+          std::forward<Initiation>(initiation), full, std::forward<Args>(args)...);
   }
 };
 
@@ -816,23 +869,19 @@ struct asio_wheel::asio::associated_executor<asio_wheel::detail::cancel_deadline
   }
 };
 
-template <typename Handler, typename State, typename Executor>
-struct asio_wheel::asio::associated_executor<asio_wheel::detail::cancel_at_handler<Handler, State>,
-                                             Executor> {
-  using type = associated_executor_t<Handler, Executor>;
-  static type get(const asio_wheel::detail::cancel_at_handler<Handler, State>& h,
-                  const Executor& ex = Executor()) noexcept {
-    return asio_wheel::asio::get_associated_executor(h.handler_, ex);
-  }
-};
+// The user's handler speaks for the cancel_at_handler that carries it, for every associator
+// (executor, allocator, and where the Asio in use has it, the immediate executor), as it does
+// for Asio's own adapter. Not the cancellation slot: cancel_at_handler names its own, which
+// Asio prefers to an associator.
+template <template <typename, typename> class Associator, typename Handler, typename State,
+          typename DefaultCandidate>
+struct asio_wheel::asio::associator<
+    Associator, asio_wheel::detail::cancel_at_handler<Handler, State>, DefaultCandidate> {
+  using type = typename Associator<Handler, DefaultCandidate>::type;
 
-template <typename Handler, typename State, typename Allocator>
-struct asio_wheel::asio::associated_allocator<asio_wheel::detail::cancel_at_handler<Handler, State>,
-                                              Allocator> {
-  using type = associated_allocator_t<Handler, Allocator>;
   static type get(const asio_wheel::detail::cancel_at_handler<Handler, State>& h,
-                  const Allocator& a = Allocator()) noexcept {
-    return asio_wheel::asio::get_associated_allocator(h.handler_, a);
+                  const DefaultCandidate& c = DefaultCandidate()) noexcept {
+    return Associator<Handler, DefaultCandidate>::get(h.handler_, c);
   }
 };
 /// @endcond

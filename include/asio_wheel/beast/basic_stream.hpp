@@ -61,12 +61,16 @@ namespace asio_wheel {
  * stream keeps one wheel wait for both directions and re-arms it lazily, as asio_wheel's
  * idle_timer does: expires_after() stores a deadline (a clock read), an operation whose
  * deadline is not earlier than the armed one leaves the wait alone, and its completion
- * cancels nothing. When the wheel's wait fires, it closes the socket for an operation found
- * overdue and otherwise waits again for the earliest deadline still pending: a stream kept
- * busy costs one wheel wait per timeout period, not one timer wait and one aborted handler per
- * operation. The wait is cancelled (one aborted handler) only when an operation completes and
- * leaves none with a timeout outstanding, so that an idle program's <tt>run()</tt> returns as
- * with Beast's stream.
+ * cancels nothing while the other direction has a timed operation outstanding. When the
+ * wheel's wait fires, it closes the socket for an operation found overdue and otherwise waits
+ * again for the earliest deadline still pending: a stream with a read and a write outstanding
+ * at once costs one wheel wait per timeout period. An operation that completes and leaves
+ * none with a timeout outstanding cancels the wait (one aborted handler) before its handler
+ * is called, as Beast's stream cancels its timer: so a handler that throws, or that wakes
+ * another thread which starts the next operation at once, finds the stream as Beast's would,
+ * and an idle program's <tt>run()</tt> returns. Strictly alternating operations (a read, then
+ * from its handler a write) therefore cost one wheel wait and one aborted handler each, as
+ * with Beast, on the wheel instead of the reactor's timer heap.
  *
  * @par Precision
  * As the wheel's: an operation times out no earlier than its deadline and at most one wheel
@@ -190,7 +194,9 @@ private:
     // An operation of `state` ended: true if the wheel's wait had timed it out.
     bool disarm(op_state& state) noexcept;
 
-    // Once no operation with a timeout is outstanding: cancel the wheel's wait.
+    // Once no operation with a timeout is outstanding: cancel the wheel's wait. Called before
+    // an operation's handler, never after it (the handler may start the next operation on
+    // another thread at once).
     void release_if_untimed() noexcept;
 
     // The wheel's wait completed: time out what is overdue, wait again for the rest.

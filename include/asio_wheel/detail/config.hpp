@@ -23,6 +23,16 @@
 // One flavour per program: the library's entities have the same names in both, so every
 // translation unit of a program must agree on ASIO_WHEEL_USE_BOOST_ASIO.
 
+// Boost.Asio included first, and no standalone Asio: the user most likely meant the Boost
+// flavour and did not link its target (a program that uses both includes standalone Asio
+// first, and is not stopped). Without this, the first error is 60 lines about a constructor
+// that takes no boost::asio::io_context. (The other order: see detail/foreign_asio.hpp.)
+#if !defined(ASIO_WHEEL_USE_BOOST_ASIO) && defined(BOOST_ASIO_DETAIL_CONFIG_HPP) &&                \
+    !defined(ASIO_DETAIL_CONFIG_HPP)
+#error                                                                                             \
+    "asio_wheel: Boost.Asio is included but ASIO_WHEEL_USE_BOOST_ASIO is not defined: link the CMake target asio_wheel::asio_wheel_boost (it defines it), or define ASIO_WHEEL_USE_BOOST_ASIO in every translation unit (for standalone Asio beside Boost.Asio, include a standalone Asio header before asio_wheel's)"
+#endif
+
 #if defined(ASIO_WHEEL_USE_BOOST_ASIO)
 #include <boost/asio/version.hpp>
 #define ASIO_WHEEL_ASIO_VERSION BOOST_ASIO_VERSION
@@ -54,6 +64,11 @@
 // Asio 1.26: any_executor::target<T>() returns nullptr unless the target is a T (before, it
 // cast without checking). No macro or header tells, so the release decides.
 #define ASIO_WHEEL_ASIO_TARGET_CHECKS_TYPE (ASIO_WHEEL_ASIO_VERSION >= 102600)
+
+// Asio 1.27: a handler's associated immediate executor (asio::associated_immediate_executor),
+// through which an operation that completes at once calls it. The library's handlers that
+// carry a user's forward it with every other associator, whichever the release has.
+#define ASIO_WHEEL_ASIO_HAS_IMMEDIATE_EXECUTOR (ASIO_WHEEL_ASIO_VERSION >= 102700)
 
 // Asio 1.31: asio::cancel_after and asio::cancel_at of its own, with the same signatures as
 // asio_wheel's. Both stay usable: the library never calls either unqualified.

@@ -10,6 +10,8 @@
 #define ASIO_WHEEL_DETAIL_FUTEX_MUTEX_HPP
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #if __has_include(<version>)
 #include <version>
 #endif
@@ -44,14 +46,23 @@ public:
   futex_mutex(const futex_mutex&) = delete;
   futex_mutex& operator=(const futex_mutex&) = delete;
 
+  // Marks the word, so that a lock() of the destroyed mutex (a timer used after its
+  // execution context, whose wheel held it) stops with a message instead of sleeping for
+  // ever, as long as the memory has not been reused. Costs nothing on the uncontended path.
+  ~futex_mutex() { state_.store(destroyed, std::memory_order_relaxed); }
+
   void lock() noexcept {
     int expected = unlocked;
     if (state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
                                        std::memory_order_relaxed))
       return;
     // Announce a waiter before sleeping, so that unlock() knows to wake someone.
-    while (state_.exchange(contended, std::memory_order_acquire) != unlocked)
+    int previous;
+    while ((previous = state_.exchange(contended, std::memory_order_acquire)) != unlocked) {
+      if (previous != locked && previous != contended)
+        lock_of_destroyed_mutex();
       wait_while_contended();
+    }
   }
 
   void unlock() noexcept {
@@ -60,6 +71,14 @@ public:
   }
 
 private:
+  // Not a state a live mutex has: it was destroyed (or its memory overwritten).
+  [[noreturn]] static void lock_of_destroyed_mutex() noexcept {
+    std::fputs("asio_wheel: lock of a destroyed wheel: a timer used after its execution context "
+               "(io_context) was destroyed?\n",
+               stderr);
+    std::abort();
+  }
+
   // Sleeps while state_ is `contended`; may return spuriously (lock() loops).
   void wait_while_contended() noexcept {
 #if defined(ASIO_WHEEL_FUTEX_ATOMIC_WAIT)
@@ -96,8 +115,9 @@ private:
 #endif
 
   static constexpr int unlocked = 0;
-  static constexpr int locked = 1;    // no waiter
-  static constexpr int contended = 2; // maybe waiters
+  static constexpr int locked = 1;          // no waiter
+  static constexpr int contended = 2;       // maybe waiters
+  static constexpr int destroyed = 0x0dead; // see ~futex_mutex
   std::atomic<int> state_{unlocked};
 #if defined(ASIO_WHEEL_FUTEX_CONDVAR)
   std::mutex sleep_mutex_;

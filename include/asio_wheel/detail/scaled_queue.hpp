@@ -163,8 +163,9 @@ private:
     duration span;
     // On the context's plain executor (see ex_).
     basic_wheel_timer<Clock, WaitTraits> timer;
-    // When the wait is armed for; empty while none is (or it was cancelled). Kept while the
-    // wait is pending, re-armed or not: disarm() cancels what it says is armed.
+    // When the wait is armed for; empty while none is (or it was cancelled), and after a
+    // stale success (on_wake). Then a wait armed since may still be pending: disarm() cancels
+    // whatever is, and arm() re-arms (aborting it) unless armed_at says it is armed for due.
     std::optional<time_point> armed_at;
   };
 
@@ -207,10 +208,10 @@ private:
   }
 
   // An empty queue has no wait: a pending one would keep its context's run() from
-  // returning until it fires (as a cancelled timer lets it return).
+  // returning until it fires (as a cancelled timer lets it return). Cancelled whatever
+  // armed_at says: after a stale success it is empty while a wait armed since is pending.
+  // (A timer with nothing pending cancels nothing, without the wheel's lock.)
   static void disarm(queue& q) noexcept {
-    if (!q.armed_at)
-      return;
     ASIO_WHEEL_TRY {
       q.timer.cancel();
       q.armed_at.reset();
@@ -269,6 +270,8 @@ private:
     if (shut_)
       return;
     queue& q = *queues_[index];
+    // This wait's, or (a stale success) one that arm() replaced while it was completing: the
+    // wait armed since, if any, is disarm()'s or the next arm()'s to abort.
     q.armed_at.reset();
     std::size_t budget = waiters_per_run;
     process(q, budget);

@@ -69,7 +69,13 @@ public:
   ~wheel_service() override {
     for (auto& slot : shards_)
       delete slot.load(std::memory_order_relaxed);
+    // Last: a handler destroyed with a shard may still destroy a timer of this service.
+    alive_ = 0;
   }
+
+  // False once the service has gone with its execution context, as long as its memory has
+  // not been reused: for the debug-build check of a timer used after its context.
+  bool alive() const noexcept { return alive_ == alive_mark; }
 
   duration tick() const {
     std::lock_guard lock(mutex_);
@@ -234,6 +240,9 @@ private:
   // batch, each shard's waits in their order. A sweep is queued for the shards left.
   void sweep();
 
+  // alive_mark from construction until the end of the destructor (see alive()).
+  static constexpr std::uint32_t alive_mark = 0x57686c53; // "Whl" "S"
+  std::uint32_t alive_ = alive_mark;
   // Guards the making of shards, tick_ and shut_down_; taken before any shard's lock.
   mutable futex_mutex mutex_;
   // Where every shard's handlers run. Declared before the shards, which refer to it.

@@ -15,6 +15,7 @@
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
+#include <cassert>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
@@ -78,9 +79,9 @@ public:
 
   get_executor_result_t<executor_type> get_executor() noexcept { return executor_.get(); }
 
-  std::size_t cancel() { return entry_.idle() ? 0 : service_->cancel(entry_); }
+  std::size_t cancel() { return entry_.idle() ? 0 : live_service().cancel(entry_); }
 
-  std::size_t cancel_one() { return entry_.idle() ? 0 : service_->cancel_one(entry_); }
+  std::size_t cancel_one() { return entry_.idle() ? 0 : live_service().cancel_one(entry_); }
 
   time_point expiry() const noexcept { return expiry_; }
 
@@ -98,7 +99,7 @@ public:
   // if it has passed). The service first: if it throws, nothing changed.
   void retarget(const time_point& expiry) {
     if (!entry_.idle())
-      service_->retarget(entry_, expiry);
+      live_service().retarget(entry_, expiry);
     expiry_ = expiry;
   }
 
@@ -141,7 +142,16 @@ private:
   // assigned over), nothing changed.
   void release(bool from_destructor, bool keep_shard = false) {
     if (!entry_.idle())
-      service_->release(entry_, from_destructor, keep_shard);
+      live_service().release(entry_, from_destructor, keep_shard);
+  }
+
+  // The service, which a debug build checks is still there: a timer outlives its execution
+  // context only to be destroyed, idle (the context's shutdown aborted its waits).
+  service_type& live_service() const noexcept {
+    assert(service_->alive() &&
+           "asio_wheel: a timer used after its execution context (io_context) was destroyed; "
+           "destroy timers, or stop using them, before their context");
+    return *service_;
   }
 
   // The execution context of a standard executor, or of a Networking TS one (such as the
@@ -167,8 +177,8 @@ private:
       static_assert(std::is_invocable_v<std::decay_t<WaitHandler>&&, error_code>,
                     "WaitHandler must be callable as void(error_code)");
       self_->executor_.visit([&](const auto& io_ex) {
-        self_->service_->async_wait(self_->entry_, self_->expiry_,
-                                    std::forward<WaitHandler>(handler), io_ex);
+        self_->live_service().async_wait(self_->entry_, self_->expiry_,
+                                         std::forward<WaitHandler>(handler), io_ex);
       });
     }
 

@@ -290,14 +290,14 @@ struct basic_stream<Protocol, Executor, RatePolicy>::ops {
                                        std::move(*this));
     }
 
-    // Calls the handler, then lets go of the wheel's wait if nothing timed is outstanding:
-    // what the handler started (the next read or write, typically) keeps it armed.
+    // Lets go of the wheel's wait if nothing timed is outstanding, then calls the handler.
+    // Nothing is touched after the call, as Beast's stream: the handler may throw, or wake a
+    // thread that starts the next operation at once.
     void upcall(const error_code& ec, std::size_t n) {
       pg_.reset();
       transfer_bytes(n);
-      const ::boost::shared_ptr<impl_type> impl = impl_;
+      impl_->release_if_untimed();
       this->complete_now(ec, n);
-      impl->release_if_untimed();
     }
 
   public:
@@ -401,9 +401,8 @@ struct basic_stream<Protocol, Executor, RatePolicy>::ops {
         ec = ::boost::beast::error::timeout;
       pg0_.reset();
       pg1_.reset();
-      const ::boost::shared_ptr<impl_type> impl = impl_;
+      impl_->release_if_untimed(); // before the call, as upcall() in transfer_op
       this->complete_now(ec, std::forward<Args>(args)...);
-      impl->release_if_untimed();
     }
   };
 
