@@ -168,11 +168,13 @@ public:
     impl_.expires_after(expiry_time);
   }
 
+  /// @cond INTERNAL
   // A context or executor of the other Asio flavour: fails to compile, saying what to link.
   template <typename Foreign, typename... Args,
             std::enable_if_t<detail::is_foreign_asio_v<Foreign, executor_type>, int> = 0>
   explicit basic_wheel_timer(Foreign&&, Args&&...)
       : impl_(detail::foreign_asio_error<std::decay_t<Foreign>>{}) {}
+  /// @endcond
 
   /// Move-construct a basic_wheel_timer from another.
   /**
