@@ -80,7 +80,9 @@
 #include "asio_tokens.hpp"
 
 #include <malloc.h>
+#if !defined(_WIN32)
 #include <sys/resource.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -219,8 +221,10 @@ options parse(int argc, char* argv[]) {
   return o;
 }
 
-// Raises the soft fd limit to the hard one and caps the number of connections to fit.
-void fit_fd_limit(options& o) {
+// Raises the soft fd limit to the hard one and caps the number of connections to fit. Windows
+// has no such limit on sockets (they are kernel handles, bounded only by memory).
+void fit_fd_limit([[maybe_unused]] options& o) {
+#if !defined(_WIN32)
   if (o.mode == run_mode::server)
     return;
   rlimit rl{};
@@ -243,11 +247,22 @@ void fit_fd_limit(options& o) {
                 o.connections, fit, limit, per_connection, per_connection == 1 ? "" : "s");
     o.connections = fit;
   }
+#endif
 }
 
 std::size_t heap_in_use() {
+#if defined(_WIN32)
+  // The C runtime's heap, block by block (mingw-w64's msvcrt has no mallinfo).
+  std::size_t used = 0;
+  _HEAPINFO entry{};
+  while (::_heapwalk(&entry) == _HEAPOK)
+    if (entry._useflag == _USEDENTRY)
+      used += entry._size;
+  return used;
+#else
   const struct mallinfo2 mi = ::mallinfo2();
   return mi.uordblks + mi.hblkhd;
+#endif
 }
 
 double to_ms(clock_type::duration d) {

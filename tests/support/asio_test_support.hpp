@@ -147,6 +147,9 @@ inline constexpr auto kFar = 60s;
 // seconds under TSan on a loaded 2-core machine.
 inline constexpr auto kWatchdog = 30s;
 
+// A timer's success. An I/O operation's is not always this value: on Windows Asio reports it
+// as error_code(0, asio::system_category()), which does not compare equal to kOk; check an
+// I/O result with CHECK_FALSE(ec).
 inline const asio::error_code kOk{};
 inline const asio::error_code kAborted = asio::error::operation_aborted;
 
