@@ -49,10 +49,10 @@
 //                   side have a strand each.
 //   --observe-ms    how long the client keeps its connections open once all are connected
 //                   (default: max(3 * drop, drop + 2000))
-//   --smoke         --mode both, 200 connections, ping 400 ms, drop 2000 ms, observed for
-//                   4.5 s; exits 0 if and only if every silent connection was pinged and then
-//                   dropped within drop_after + 2500 ms of connecting, and every active
-//                   connection survived.
+//   --smoke         --mode both, 200 connections (unless --connections says), ping 400 ms,
+//                   drop 2000 ms, observed for 4.5 s; exits 0 if and only if every silent
+//                   connection was pinged and then dropped within drop_after + 2500 ms of
+//                   connecting, and every active connection survived.
 //
 // The memory an idle connection costs is printed at startup (and measured on the heap in
 // the client and both modes).
@@ -148,6 +148,7 @@ struct options {
 options parse(int argc, char* argv[]) {
   options o;
   bool port_given = false;
+  bool connections_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     auto value = [&]() -> std::string_view {
@@ -184,6 +185,7 @@ options parse(int argc, char* argv[]) {
       port_given = true;
     } else if (a == "--connections") {
       o.connections = static_cast<std::size_t>(number());
+      connections_given = true;
     } else if (a == "--ping-ms") {
       o.ping = ms(number());
     } else if (a == "--drop-ms") {
@@ -204,7 +206,8 @@ options parse(int argc, char* argv[]) {
     // sanitizer, which may stall the process for a second or two between a ping and its
     // answer, or between a silent connection's ping and its drop.
     o.mode = run_mode::both;
-    o.connections = 200;
+    if (!connections_given)
+      o.connections = 200;
     o.ping = 400ms;
     o.drop = 2000ms;
     o.slack = 2500ms;
