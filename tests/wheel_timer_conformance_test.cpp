@@ -2078,7 +2078,10 @@ TEST_CASE_TEMPLATE("a handler that throws propagates out of run(); the rest stil
 TEST_CASE_TEMPLATE("stop() with waits pending, then restart() and run() completes them", Timer,
                    TIMER_TYPES) {
   asio::io_context ioc;
-  Timer t1(ioc, 50ms), t2(ioc, 60ms), t3(ioc, 70ms);
+  // Far enough behind the 5 ms one below that they never complete in one pass, whatever the
+  // platform's timer resolution.
+  Timer t1(ioc, 50ms + kPlatformTimerSlack), t2(ioc, 60ms + kPlatformTimerSlack),
+      t3(ioc, 70ms + kPlatformTimerSlack);
   outcome o1, o2, o3;
   t1.async_wait(record(o1));
   t2.async_wait(record(o2));
@@ -2092,7 +2095,7 @@ TEST_CASE_TEMPLATE("stop() with waits pending, then restart() and run() complete
     CHECK(o1.calls == 0);
     CHECK(o2.calls == 0);
     CHECK(o3.calls == 0);
-    std::this_thread::sleep_for(80ms); // all expire while the context is stopped
+    std::this_thread::sleep_for(80ms + kPlatformTimerSlack); // all expire while stopped
   }
   SUBCASE("stopped from the first handler") {
     Timer first(ioc, 5ms);
