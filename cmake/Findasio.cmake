@@ -16,7 +16,8 @@ Imported targets
 ^^^^^^^^^^^^^^^^
 
 ``asio::asio``
-  INTERFACE target carrying the include directory and ``Threads::Threads``. It defines no
+  INTERFACE target carrying the include directory and ``Threads::Threads`` (on Windows also
+  Winsock's ``ws2_32`` and ``mswsock``, which Asio's socket code calls). It defines no
   macros: Debian's asio already is the standalone flavour, and defining configuration macros
   (``ASIO_STANDALONE``, ``ASIO_NO_DEPRECATED``, ...) here would silently change what the
   consumer's code sees.
@@ -103,5 +104,9 @@ if(asio_FOUND)
     add_library(asio::asio INTERFACE IMPORTED)
     set_target_properties(asio::asio PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${asio_INCLUDE_DIR}"
                                                 INTERFACE_LINK_LIBRARIES Threads::Threads)
+    # Asio's Windows sockets: without them any program that includes asio.hpp fails to link.
+    if(WIN32)
+      set_property(TARGET asio::asio APPEND PROPERTY INTERFACE_LINK_LIBRARIES ws2_32 mswsock)
+    endif()
   endif()
 endif()

@@ -18,7 +18,7 @@ Imported targets
 
 ``boost_asio::boost_asio``
   INTERFACE target carrying the include directory, ``Boost::headers`` and
-  ``Threads::Threads``. Like Findasio.cmake it defines no configuration macros.
+  ``Threads::Threads`` (on Windows also ``ws2_32`` and ``mswsock``). Like Findasio.cmake it defines no configuration macros.
 
 Result variables
 ^^^^^^^^^^^^^^^^
@@ -98,5 +98,10 @@ if(boost_asio_FOUND)
     set_target_properties(
       boost_asio::boost_asio PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${boost_asio_INCLUDE_DIR}"
                                         INTERFACE_LINK_LIBRARIES "Boost::headers;Threads::Threads")
+    # Boost.Asio's Windows sockets, as in Findasio.cmake.
+    if(WIN32)
+      set_property(TARGET boost_asio::boost_asio APPEND PROPERTY INTERFACE_LINK_LIBRARIES ws2_32
+                                                                                       mswsock)
+    endif()
   endif()
 endif()

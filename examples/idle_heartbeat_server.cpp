@@ -49,10 +49,10 @@
 //                   side have a strand each.
 //   --observe-ms    how long the client keeps its connections open once all are connected
 //                   (default: max(3 * drop, drop + 2000))
-//   --smoke         --mode both, 200 connections, ping 400 ms, drop 2000 ms, observed for
-//                   4.5 s; exits 0 if and only if every silent connection was pinged and then
-//                   dropped within drop_after + 2500 ms of connecting, and every active
-//                   connection survived.
+//   --smoke         --mode both, 200 connections (unless --connections says), ping 400 ms,
+//                   drop 2000 ms, observed for 4.5 s; exits 0 if and only if every silent
+//                   connection was pinged and then dropped within drop_after + 2500 ms of
+//                   connecting, and every active connection survived.
 //
 // The memory an idle connection costs is printed at startup (and measured on the heap in
 // the client and both modes).
@@ -80,7 +80,9 @@
 #include "asio_tokens.hpp"
 
 #include <malloc.h>
+#if !defined(_WIN32)
 #include <sys/resource.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -146,6 +148,7 @@ struct options {
 options parse(int argc, char* argv[]) {
   options o;
   bool port_given = false;
+  bool connections_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     auto value = [&]() -> std::string_view {
@@ -182,6 +185,7 @@ options parse(int argc, char* argv[]) {
       port_given = true;
     } else if (a == "--connections") {
       o.connections = static_cast<std::size_t>(number());
+      connections_given = true;
     } else if (a == "--ping-ms") {
       o.ping = ms(number());
     } else if (a == "--drop-ms") {
@@ -202,7 +206,8 @@ options parse(int argc, char* argv[]) {
     // sanitizer, which may stall the process for a second or two between a ping and its
     // answer, or between a silent connection's ping and its drop.
     o.mode = run_mode::both;
-    o.connections = 200;
+    if (!connections_given)
+      o.connections = 200;
     o.ping = 400ms;
     o.drop = 2000ms;
     o.slack = 2500ms;
@@ -219,8 +224,10 @@ options parse(int argc, char* argv[]) {
   return o;
 }
 
-// Raises the soft fd limit to the hard one and caps the number of connections to fit.
-void fit_fd_limit(options& o) {
+// Raises the soft fd limit to the hard one and caps the number of connections to fit. Windows
+// has no such limit on sockets (they are kernel handles, bounded only by memory).
+void fit_fd_limit([[maybe_unused]] options& o) {
+#if !defined(_WIN32)
   if (o.mode == run_mode::server)
     return;
   rlimit rl{};
@@ -243,11 +250,22 @@ void fit_fd_limit(options& o) {
                 o.connections, fit, limit, per_connection, per_connection == 1 ? "" : "s");
     o.connections = fit;
   }
+#endif
 }
 
 std::size_t heap_in_use() {
+#if defined(_WIN32)
+  // The C runtime's heap, block by block (mingw-w64's msvcrt has no mallinfo).
+  std::size_t used = 0;
+  _HEAPINFO entry{};
+  while (::_heapwalk(&entry) == _HEAPOK)
+    if (entry._useflag == _USEDENTRY)
+      used += entry._size;
+  return used;
+#else
   const struct mallinfo2 mi = ::mallinfo2();
   return mi.uordblks + mi.hblkhd;
+#endif
 }
 
 double to_ms(clock_type::duration d) {

@@ -122,25 +122,25 @@ int main(int argc, char* argv[]) {
   });
 
   // 2. A wait that is cancelled long before its expiry, then re-armed and let fire.
-  timer far(ctx, std::chrono::hours(1));
+  timer distant(ctx, std::chrono::hours(1));
   asio::error_code far_first, far_second, far_third;
-  far.async_wait([&](const asio::error_code& ec) {
+  distant.async_wait([&](const asio::error_code& ec) {
     far_first = ec;
     std::printf("[%5lld ms] far: first wait %s\n", ms_since(start), ec.message().c_str());
   });
   timer canceller(ctx, period * 3);
   canceller.async_wait([&](const asio::error_code&) {
-    const std::size_t n = far.cancel(); // the first wait: operation_aborted
+    const std::size_t n = distant.cancel(); // the first wait: operation_aborted
     std::printf("[%5lld ms] canceller: cancel() aborted %zu wait(s)\n", ms_since(start), n);
-    far.expires_after(std::chrono::hours(1));
-    far.async_wait([&](const asio::error_code& ec) {
+    distant.expires_after(std::chrono::hours(1));
+    distant.async_wait([&](const asio::error_code& ec) {
       far_second = ec;
       std::printf("[%5lld ms] far: second wait %s\n", ms_since(start), ec.message().c_str());
     });
     // expires_after() on a pending wait aborts it, too; then this one is allowed to fire.
-    const std::size_t m = far.expires_after(period);
+    const std::size_t m = distant.expires_after(period);
     std::printf("[%5lld ms] canceller: expires_after() aborted %zu wait(s)\n", ms_since(start), m);
-    far.async_wait([&](const asio::error_code& ec) {
+    distant.async_wait([&](const asio::error_code& ec) {
       far_third = ec;
       std::printf("[%5lld ms] far: third wait %s\n", ms_since(start),
                   ec ? ec.message().c_str() : "fired");

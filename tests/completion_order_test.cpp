@@ -39,7 +39,11 @@
 #include "asio_test_support.hpp"
 #include "frozen_run.hpp"
 
+#if defined(_WIN32)
+#include <winsock2.h> // WSAPoll (Asio has included it already)
+#else
 #include <poll.h>
+#endif
 
 #include <chrono>
 #include <memory>
@@ -212,9 +216,14 @@ using asio::ip::tcp;
 constexpr auto kPrompt = 5s;
 
 // Blocks until `fd` is readable: the reactor's next pass finds it ready.
-void wait_readable(int fd) {
+void wait_readable(tcp::socket::native_handle_type fd) {
+#if defined(_WIN32)
+  ::WSAPOLLFD p{fd, POLLRDNORM, 0};
+  REQUIRE(::WSAPoll(&p, 1, 5000) == 1);
+#else
   ::pollfd p{fd, POLLIN, 0};
   REQUIRE(::poll(&p, 1, 5000) == 1);
+#endif
 }
 
 // A listening socket on loopback, and a client for it.
@@ -248,11 +257,11 @@ TEST_CASE_TEMPLATE("a wait already expired when started completes after I/O foun
   loopback net{ioc};
   // Another wait of the context pending far ahead (the wheel's alarm is then armed for later),
   // or none (the alarm is not armed yet).
-  std::unique_ptr<Timer> far;
+  std::unique_ptr<Timer> distant;
   SUBCASE("no other wait pending") {}
   SUBCASE("another wait pending, far ahead") {
-    far = std::make_unique<Timer>(ioc, kFar);
-    far->async_wait(log(out, "far"));
+    distant = std::make_unique<Timer>(ioc, kFar);
+    distant->async_wait(log(out, "far"));
   }
   asio::post(ioc, [&] { out += "post "; });
   tcp::socket server(ioc);
@@ -264,12 +273,12 @@ TEST_CASE_TEMPLATE("a wait already expired when started completes after I/O foun
   t.expires_at(Timer::clock_type::time_point::min());
   t.async_wait([&](const asio::error_code& ec) {
     log(out, "wait")(ec);
-    if (far)
-      far->cancel(); // so that run() returns
+    if (distant)
+      distant->cancel(); // so that run() returns
   });
   const auto r = guarded_run(ioc);
   CHECK_PROMPT(r);
-  CHECK(out == std::string(far ? "post accept wait far-aborted " : "post accept wait "));
+  CHECK(out == std::string(distant ? "post accept wait far-aborted " : "post accept wait "));
 }
 
 // The same with a read: data arrived for a socket whose read is pending, then a wait whose
@@ -281,7 +290,7 @@ TEST_CASE_TEMPLATE("a wait already expired when started completes after a read f
   std::string out;
   socket_pair net(ioc);
   tcp::socket& server = net.server;
-  Timer near(ioc), t(ioc);
+  Timer nearby(ioc), t(ioc);
   char byte = 0;
   bool arm_near = false;
   SUBCASE("the wheel's alarm not armed") {}
@@ -295,13 +304,13 @@ TEST_CASE_TEMPLATE("a wait already expired when started completes after a read f
     asio::write(net.client, asio::buffer("x", 1));
     wait_readable(server.native_handle());
     if (arm_near) {
-      near.expires_after(kFar);
-      near.async_wait(log(out, "near"));
+      nearby.expires_after(kFar);
+      nearby.async_wait(log(out, "near"));
     }
     t.expires_after(-1s);
     t.async_wait([&](const asio::error_code& ec) {
       log(out, "wait")(ec);
-      near.cancel();
+      nearby.cancel();
     });
   });
   const auto r = guarded_run(ioc);

@@ -89,7 +89,9 @@ void check_cell(Timer& t, Timer& c, const Plain& plain, Where where, bool exclus
   seen fired, aborted, unrelated;
   std::atomic<bool> saw_unrelated{false};
   {
-    plain_timer u(plain, 30ms);
+    // 25 ms after the cell's (5 ms), so that it falls in a later turn of the wheel than the
+    // cell's, whose handler blocks the thread that runs it until this one completes.
+    plain_timer u(plain, 30ms + kPlatformTimerSlack);
     // The cell's timer starts the context's first wait: a wheel chooses its home then.
     t.async_wait(bind([&](asio::error_code ec) {
       fired.complete(ec, where);

@@ -277,7 +277,7 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
   int seq = 0;
 
   SUBCASE("stop() before run(): waits in the wheel, already due, and aborted stay queued") {
-    std::vector<outcome> near(10), due(10), aborted(10), far(10);
+    std::vector<outcome> nearby(10), due(10), aborted(10), distant(10);
     {
       asio::io_context ioc;
       std::vector<std::unique_ptr<Timer>> timers;
@@ -287,14 +287,14 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
         timers.back()->async_wait(recorder(r, handlers, seq));
         return timers.back().get();
       };
-      for (auto& r : near)
+      for (auto& r : nearby)
         start(r, 20ms);
       for (auto& r : due)
         start(r, -1s);
       for (auto& r : aborted)
         CHECK(start(r, kFar)->cancel() == 1);
       std::vector<Timer*> far_timers;
-      for (auto& r : far)
+      for (auto& r : distant)
         far_timers.push_back(start(r, kFar));
       // Once the near ones are done, a later timer cancels the far ones.
       Timer closer(ioc, 60ms);
@@ -316,15 +316,15 @@ TEST_CASE_TEMPLATE("io_context stop() and restart() with waits pending: nothing 
       ioc.restart();
       const auto r2 = guarded_run(ioc);
       CHECK_PROMPT(r2);
-      CHECK(far_cancelled == far.size());
+      CHECK(far_cancelled == distant.size());
     }
-    for (auto& r : near)
+    for (auto& r : nearby)
       CHECK_ONCE_WITH(r, kOk);
     for (auto& r : due)
       CHECK_ONCE_WITH(r, kOk);
     for (auto& r : aborted)
       CHECK_ONCE_WITH(r, kAborted);
-    for (auto& r : far)
+    for (auto& r : distant)
       CHECK_ONCE_WITH(r, kAborted);
   }
 
@@ -909,15 +909,15 @@ TEST_CASE_TEMPLATE("a deadline at time_point::max(): pending, never completes by
 
     auto tdestroyed = std::make_unique<Timer>(ioc, tp::max());
     asio::cancellation_signal sig;
-    Timer near(ioc, 5ms);
+    Timer nearby(ioc, 5ms);
 
     rmax.expiry = rafter.expiry = rslot.expiry = rdestroyed.expiry = tp::max();
-    rnear.expiry = near.expiry();
+    rnear.expiry = nearby.expiry();
     tmax.async_wait(recorder(rmax, handlers, seq));
     tafter.async_wait(recorder(rafter, handlers, seq));
     tctor.async_wait(asio::bind_cancellation_slot(sig.slot(), recorder(rslot, handlers, seq)));
     tdestroyed->async_wait(recorder(rdestroyed, handlers, seq));
-    near.async_wait(recorder(rnear, handlers, seq));
+    nearby.async_wait(recorder(rnear, handlers, seq));
 
     // A while with the max waits pending: only the near one completes.
     for (const auto t0 = sclock::now(); rnear.calls == 0 && sclock::now() - t0 < kWatchdog;)
@@ -1226,11 +1226,11 @@ TEST_CASE("idle_timer::set_timeout() to a deadline the wheel has already passed 
   {
     asio::io_context ioc;
     asio_wheel::idle_timer idle(ioc, 1h); // the driver is armed for its deadline, 1 h
-    asio_wheel::wheel_timer near(ioc, 20ms);
+    asio_wheel::wheel_timer nearby(ioc, 20ms);
     r.expiry = idle.last_activity() + 1ms;
     idle.async_wait(recorder(r, handlers, seq));
     // When `near` expires the wheel has advanced to ~20 ms, past last_activity() + 1 ms.
-    near.async_wait([&](asio::error_code) { idle.set_timeout(1ms); });
+    nearby.async_wait([&](asio::error_code) { idle.set_timeout(1ms); });
     const auto rr = guarded_run(ioc, 2s);
     CHECK_MESSAGE(!rr.timed_out, "run() did not return: the driver is still armed for 1 h");
     CHECK(rr.elapsed < 1s);

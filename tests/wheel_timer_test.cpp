@@ -396,13 +396,13 @@ TEST_CASE("a clock with millisecond durations works") {
   asio::io_context ioc;
   CHECK(ms_timer::tick(ioc) == std::chrono::milliseconds(1));
   ms_timer t(ioc, std::chrono::milliseconds(5));
-  ms_timer far(ioc, std::chrono::milliseconds(10000));
+  ms_timer distant(ioc, std::chrono::milliseconds(10000));
   bool ok = false, aborted = false;
   t.async_wait([&](asio::error_code ec) {
     ok = !ec && ms_clock::now() >= t.expiry();
-    far.cancel();
+    distant.cancel();
   });
-  far.async_wait([&](asio::error_code ec) { aborted = ec == asio::error::operation_aborted; });
+  distant.async_wait([&](asio::error_code ec) { aborted = ec == asio::error::operation_aborted; });
   const auto r = guarded_run(ioc);
   CHECK_PROMPT(r);
   CHECK(ok);
@@ -414,11 +414,11 @@ TEST_CASE("extreme expiries with a 1 ns tick: time_point::max() waits, the near 
   wheel_timer::set_tick(ioc, 1ns);
   wheel_timer max(ioc, wheel_timer::time_point::max());
   wheel_timer huge(ioc, 24h * 365 * 200);
-  wheel_timer near(ioc, 3ms);
+  wheel_timer nearby(ioc, 3ms);
   outcome om, oh, on;
   max.async_wait(record(om));
   huge.async_wait(record(oh));
-  near.async_wait([&](asio::error_code ec) {
+  nearby.async_wait([&](asio::error_code ec) {
     record(on)(ec);
     max.cancel();
     huge.cancel();
@@ -427,7 +427,7 @@ TEST_CASE("extreme expiries with a 1 ns tick: time_point::max() waits, the near 
   CHECK_PROMPT(r);
   CHECK(on.calls == 1);
   CHECK(on.ec == kOk);
-  CHECK(on.at >= near.expiry());
+  CHECK(on.at >= nearby.expiry());
   CHECK(om.ec == kAborted);
   CHECK(oh.ec == kAborted);
 }
@@ -517,22 +517,22 @@ TEST_CASE("after cancelling the last wait run() returns promptly, even with a 60
 
 TEST_CASE("an earlier wait re-arms the driver; a cancelled earlier wait does not hold run()") {
   asio::io_context ioc;
-  wheel_timer far(ioc, kFar);
+  wheel_timer distant(ioc, kFar);
   wheel_timer mid(ioc, 30ms);
-  wheel_timer near(ioc, 5ms);
+  wheel_timer nearby(ioc, 5ms);
   outcome of, om, on;
-  far.async_wait(record(of)); // arms the driver 10 s away
-  mid.async_wait(record(om)); // must re-arm it earlier
-  near.async_wait([&](asio::error_code ec) {
+  distant.async_wait(record(of)); // arms the driver 10 s away
+  mid.async_wait(record(om));     // must re-arm it earlier
+  nearby.async_wait([&](asio::error_code ec) {
     record(on)(ec);
     mid.cancel(); // 25 ms before its expiry, unless the machine stalled
   });
   wheel_timer stopper(ioc, 60ms);
-  stopper.async_wait([&](asio::error_code) { far.cancel(); });
+  stopper.async_wait([&](asio::error_code) { distant.cancel(); });
   const auto r = guarded_run(ioc);
   CHECK_PROMPT(r);
   CHECK(on.ec == kOk);
-  CHECK(on.at >= near.expiry());
+  CHECK(on.at >= nearby.expiry());
   CHECK(om.calls == 1);
   CHECK(of.ec == kAborted);
 }

@@ -193,8 +193,8 @@ TEST_CASE("whole Asio: asio_wheel::cancel_at with use_awaitable throws operation
 TEST_CASE("whole Asio: asio_wheel::cancel_after around deferred and inside as_tuple") {
   io_context ctx;
   // deferred inside the adapter: the operation starts when the deferred one is launched.
-  asio_wheel::wheel_timer far(ctx, kFar);
-  auto op = far.async_wait(asio_wheel::cancel_after(kShort, deferred));
+  asio_wheel::wheel_timer distant(ctx, kFar);
+  auto op = distant.async_wait(asio_wheel::cancel_after(kShort, deferred));
   std::optional<error_code> deferred_result;
   std::move(op)([&](error_code ec) { deferred_result = ec; });
 

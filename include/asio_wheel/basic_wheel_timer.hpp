@@ -310,7 +310,7 @@ public:
       typename duration::rep left{};
       if (__builtin_sub_overflow(expiry.time_since_epoch().count(), now.time_since_epoch().count(),
                                  &left))
-        left = duration::max().count();
+        left = (duration::max)().count();
       std::this_thread::sleep_for(traits_type::to_wait_duration(duration(left)));
     }
   }

@@ -101,16 +101,16 @@ To saturating_duration(const std::chrono::duration<Rep, Period>& d, const char* 
           " is NaN; it must be a number (an infinite one saturates at the clock's range)"));
   }
   using wide = std::chrono::duration<long double>;
-  if (wide(d) >= wide(To::max()))
-    return To::max();
-  if (wide(d) <= wide(To::min()))
-    return To::min();
+  if (wide(d) >= wide((To::max)()))
+    return (To::max)();
+  if (wide(d) <= wide((To::min)()))
+    return (To::min)();
   // In range; duration_cast multiplies first, which overflows for a period that does not
   // divide To's (a count of thirds of a second times 10^9) long before To's own limits.
   using factor = std::ratio_divide<Period, typename To::period>;
   if constexpr (std::is_integral_v<Rep>) {
     constexpr auto limit =
-        static_cast<long double>(std::numeric_limits<std::intmax_t>::max() / factor::num);
+        static_cast<long double>((std::numeric_limits<std::intmax_t>::max)() / factor::num);
     const auto count = static_cast<long double>(d.count());
     if (count <= limit && count >= -limit)
       return std::chrono::duration_cast<To>(d);

@@ -314,10 +314,10 @@ private:
 
   options options_;
   // The activity mark the last ping was reported for: one ping per quiet spell.
-  time_point pinged_for_{time_point::min()};
+  time_point pinged_for_{(time_point::min)()};
   // The activity mark of a ping decided by a cancellation after its completion was queued
   // (due_now()): pinged_for_ takes it when that completion reports the ping.
-  time_point decided_for_{time_point::min()};
+  time_point decided_for_{(time_point::min)()};
 };
 
 /// A heartbeat on std::chrono::steady_clock.

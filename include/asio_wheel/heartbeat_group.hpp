@@ -251,7 +251,7 @@ public:
     // deadline).
     detail::activity_stamp<Clock> activity_;
     // The activity mark the last ping was reported for: one ping per quiet spell.
-    time_point pinged_for_{time_point::min()};
+    time_point pinged_for_{(time_point::min)()};
     // The group watching the member; non-null iff the member is linked in its wheel or in
     // one of its queues.
     basic_heartbeat_group* group_ = nullptr;
@@ -339,7 +339,7 @@ public:
       take_out(m);
     m.group_ = this;
     m.touch();
-    m.pinged_for_ = time_point::min();
+    m.pinged_for_ = (time_point::min)();
     ASIO_WHEEL_TRY {
       // Just touched: its first threshold's minimum is ahead, so it waits in the wheel.
       file(m, rule::next_threshold(minima_, m.activity_.last(), m.pinged_for_));

@@ -115,11 +115,11 @@ struct timeout_range {
             typename = std::enable_if_t<
                 std::is_convertible_v<const std::chrono::duration<Rep, Period>&, Duration>>>
   constexpr timeout_range(const std::chrono::duration<Rep, Period>& d) noexcept // NOLINT
-      : min(d), max(d) {}
+      : min{d}, max{d} {}
 
   /// A range. Checked by the timer it is given to (0 <= min <= max).
   constexpr timeout_range(const Duration& min_timeout, const Duration& max_timeout) noexcept
-      : min(min_timeout), max(max_timeout) {}
+      : min{min_timeout}, max{max_timeout} {}
 
   /// Whether no factor changes it (<tt>min == max</tt>).
   constexpr bool is_fixed() const noexcept { return min == max; }

@@ -123,7 +123,7 @@ public:
    * at all (nothing could ever release it). Pending virtual waits are not outstanding work,
    * whatever executor their handlers are bound to (see virtual_clock).
    */
-  std::size_t run() { return run_until(time_point::max()); }
+  std::size_t run() { return run_until((time_point::max)()); }
 
   /// As run(), but time does not go past now() + @c d: returns when nothing is pending
   /// or the next deadline is later than that, with the clock set to now() + d.
@@ -136,7 +136,7 @@ private:
     const time_point t = now();
     if (d <= duration::zero())
       return t;
-    return t > time_point::max() - d ? time_point::max() : t + d;
+    return t > (time_point::max)() - d ? (time_point::max)() : t + d;
   }
 
 public:
@@ -205,7 +205,7 @@ private:
       }
       const std::optional<time_point> next = next_deadline();
       if (!next || *next > limit) {
-        if (limit != time_point::max())
+        if (limit != (time_point::max)())
           virtual_clock::set(limit);
         return n;
       }

@@ -217,7 +217,7 @@ inline void accumulate(wheel_statistics& total, const wheel_statistics& part) no
   total.empty_turns += part.empty_turns;
   total.lazy_refiles += part.lazy_refiles;
   total.batches += part.batches;
-  total.largest_batch = std::max(total.largest_batch, part.largest_batch);
+  total.largest_batch = (std::max)(total.largest_batch, part.largest_batch);
   total.budget_turns += part.budget_turns;
   for (std::size_t k = 0; k < wheel_statistics::lateness_buckets; ++k)
     total.lateness[k] += part.lateness[k];

@@ -26,17 +26,18 @@ class block_cache {
 public:
   // Size classes: most handlers (lambdas, coroutine handlers) fit the first. 8 bytes short
   // of a power of two, so that glibc's chunk header fits in it: a 56-byte block takes 64
-  // bytes of heap, where a 64-byte one takes 80.
-  static constexpr std::size_t small = 56;
-  static constexpr std::size_t large = 120;
+  // bytes of heap, where a 64-byte one takes 80. (Not named `small`: the Windows SDK's
+  // rpcndr.h, which a full windows.h includes, defines it as a macro.)
+  static constexpr std::size_t small_block = 56;
+  static constexpr std::size_t large_block = 120;
   // Per list: one driver turn's expiries (wheel_service::expiry_budget), whose waits leave
   // their timers' inline storage for blocks and free them as their handlers run, recycle
   // without malloc. At most 4096 * (64 + 128) bytes of heap held per thread after a burst.
   static constexpr std::size_t max_cached = 4096;
 
   static void* allocate(std::size_t size) {
-    if (size <= large) {
-      list& l = lists()[size <= small ? 0 : 1];
+    if (size <= large_block) {
+      list& l = lists()[size <= small_block ? 0 : 1];
       if (l.head != nullptr) {
         block* b = l.head;
         l.head = b->next;
@@ -47,7 +48,7 @@ public:
         prefetch(l.head);
         return b;
       }
-      size = size <= small ? small : large;
+      size = size <= small_block ? small_block : large_block;
     }
     return ::operator new(size);
   }
@@ -56,8 +57,8 @@ public:
   // places that the compiler would otherwise make it a call (measured: 10 to 20
   // instructions per wait in benchmarks/callgrind_ops).
   [[gnu::always_inline]] static void deallocate(void* p, std::size_t size) noexcept {
-    if (size <= large) {
-      list& l = lists()[size <= small ? 0 : 1];
+    if (size <= large_block) {
+      list& l = lists()[size <= small_block ? 0 : 1];
       if (l.count < max_cached) {
         block* b = ::new (p) block{l.head};
         l.head = b;

@@ -22,8 +22,8 @@ namespace asio_wheel::detail {
 template <typename TimePoint>
 TimePoint saturating_add(const TimePoint& t, const typename TimePoint::duration& d) noexcept {
   if (d >= TimePoint::duration::zero())
-    return t > TimePoint::max() - d ? TimePoint::max() : t + d;
-  return t < TimePoint::min() - d ? TimePoint::min() : t + d;
+    return t > (TimePoint::max)() - d ? (TimePoint::max)() : t + d;
+  return t < (TimePoint::min)() - d ? (TimePoint::min)() : t + d;
 }
 
 // The time from `from` to `to` in nanoseconds: zero unless `to` is later, saturating at

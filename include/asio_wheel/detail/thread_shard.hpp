@@ -48,7 +48,7 @@ inline unsigned shard_count() noexcept {
   return ASIO_WHEEL_SHARDS;
 #else
   static const unsigned count = [] {
-    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned threads = (std::max)(1u, std::thread::hardware_concurrency());
     unsigned n = 1;
     while (n < threads && n < max_shards)
       n *= 2;

@@ -94,7 +94,7 @@ public:
 
   // The earliest instant a head is due at factor f; false if both queues are empty.
   bool earliest(double f, time_point& at) const noexcept {
-    return due_head(time_point::max(), f, at) != none;
+    return due_head((time_point::max)(), f, at) != none;
   }
 
   // The queue whose head is due by `now` at factor f the earliest (ping's on a tie), its

@@ -36,7 +36,7 @@ public:
   // Precondition: tick > 0.
   tick_scale(duration tick, time_point boundary) noexcept
       : tick_(tick), n_(static_cast<std::uint64_t>(tick.count())),
-        shift_((n_ - offset(boundary) % n_) % n_), max_tick_(floor(time_point::max())) {}
+        shift_((n_ - offset(boundary) % n_) % n_), max_tick_(floor((time_point::max)())) {}
 
   duration tick() const noexcept { return tick_; }
 
@@ -57,11 +57,11 @@ public:
   // The first instant of `tick`; time_point::max() for ticks beyond the clock's range.
   time_point time_of(tick_type tick) const noexcept {
     if (tick > max_tick_)
-      return time_point::max();
+      return (time_point::max)();
     // tick * n_ - shift_ is at most offset(max()): computed modulo 2^64, it is exact.
     const std::uint64_t d = tick == 0 ? 0 : tick * n_ - shift_;
     const std::uint64_t min =
-        static_cast<std::uint64_t>(time_point::min().time_since_epoch().count());
+        static_cast<std::uint64_t>((time_point::min)().time_since_epoch().count());
     return time_point(duration(static_cast<typename duration::rep>(min + d)));
   }
 
@@ -70,7 +70,7 @@ private:
   // of the clock's representation.
   static std::uint64_t offset(const time_point& t) noexcept {
     return static_cast<std::uint64_t>(t.time_since_epoch().count()) -
-           static_cast<std::uint64_t>(time_point::min().time_since_epoch().count());
+           static_cast<std::uint64_t>((time_point::min)().time_since_epoch().count());
   }
 
   duration tick_{1};

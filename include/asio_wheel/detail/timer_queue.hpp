@@ -304,7 +304,7 @@ private:
   // Out of line: rare, and inlined it would weigh on every expiry's path (callgrind_ops).
   // False at the last tick there is, which has no next (the entry then leaves).
   [[gnu::noinline]] bool keep_filing(timer_entry& entry, tick_type now) noexcept {
-    if (now == std::numeric_limits<tick_type>::max())
+    if (now == (std::numeric_limits<tick_type>::max)())
       return false;
     driver_.wheel().insert(entry, now + 1);
     return true;

@@ -83,7 +83,7 @@ public:
   static constexpr unsigned slot_bits = wheel_geometry::slot_bits;
   static constexpr unsigned slots_per_level = wheel_geometry::slots_per_level;
   static constexpr unsigned num_levels = wheel_geometry::num_levels;
-  static constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+  static constexpr std::size_t unlimited = (std::numeric_limits<std::size_t>::max)();
 
   explicit timing_wheel(tick_type start = 0) noexcept : elapsed_(start) {}
 

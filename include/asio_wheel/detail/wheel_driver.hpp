@@ -36,8 +36,8 @@ public:
   // The tick of a context's wheel unless set_tick() says otherwise, and of every
   // heartbeat_group's wheel.
   static duration default_tick() noexcept {
-    return std::max(duration{1},
-                    std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
+    return (std::max)(duration{1},
+                      std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
   }
 
   // Expiries handled, and entries re-filed, per turn before other handlers of the context

@@ -295,7 +295,7 @@ private:
     if (!alarm_.started())
       start(io_ex, ex);
     if (past) {
-      deadline = std::max(deadline, queue_.driver().wheel().now());
+      deadline = (std::max)(deadline, queue_.driver().wheel().now());
       expire_soon(deadline);
       ++queue_.counters().expired_at_start;
     } else if (!joins) {
@@ -354,7 +354,7 @@ private:
     if constexpr (is_virtual_clock<Clock>::value)
       post_continuation();
     else
-      arm_if_earlier(std::max(tick, queue_.driver().scale().floor(Clock::now())));
+      arm_if_earlier((std::max)(tick, queue_.driver().scale().floor(Clock::now())));
   }
 
   [[gnu::noinline]] bool arm_alarm(tick_type tick) {

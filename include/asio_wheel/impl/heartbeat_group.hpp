@@ -256,7 +256,7 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
   const range& r = queues_.range(q);
   const time_point min_at = detail::saturating_add(last, r.min);
   if (r.is_fixed() || now < min_at) {
-    driver_.wheel().insert(m, std::max(driver_.scale().ceil(min_at), now_tick + 1));
+    driver_.wheel().insert(m, (std::max)(driver_.scale().ceil(min_at), now_tick + 1));
     return;
   }
   ASIO_WHEEL_TRY {
@@ -264,7 +264,7 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
   }
   ASIO_WHEEL_CATCH_ALL {
     const time_point max_at = detail::saturating_add(last, r.max);
-    driver_.wheel().insert(m, std::max(driver_.scale().ceil(max_at), now_tick + 1));
+    driver_.wheel().insert(m, (std::max)(driver_.scale().ceil(max_at), now_tick + 1));
   }
 }
 
@@ -279,7 +279,7 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const t
       scale_source_ != nullptr ? queues_.due_head(now, factor(), q_due) : queues::none;
   member* due = nullptr;
   driver_.wheel().advance(
-      q == queues::none ? now_tick : std::min(now_tick, driver_.scale().ceil(q_due)), 1,
+      q == queues::none ? now_tick : (std::min)(now_tick, driver_.scale().ceil(q_due)), 1,
       [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
   if (due == nullptr && q != queues::none)
     due = &static_cast<member&>(queues_.pop(q));
