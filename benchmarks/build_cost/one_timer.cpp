@@ -13,7 +13,8 @@
 // <asio_wheel.hpp> (everything).
 
 #ifndef BUILD_COST_TIMER
-#error "scripts/build_cost defines BUILD_COST_TIMER (0: steady_timer, 1: wheel_timer, 2: asio_wheel.hpp)"
+#error                                                                                             \
+    "scripts/build_cost defines BUILD_COST_TIMER (0: steady_timer, 1: wheel_timer, 2: asio_wheel.hpp)"
 #endif
 
 #if BUILD_COST_TIMER == 0
