@@ -654,6 +654,19 @@ def threads_section():
             "`scripts/bench`): [results/threads.md](results/threads.md).", ""]
 
 
+def build_cost_section(r):
+    # scripts/build_cost's own report, taken whole: it carries its date, commit and load, for
+    # it may come from another run than the rest of the page (scripts/bench --build-cost, or
+    # scripts/build_cost alone).
+    path = r.path("build_cost.md")
+    if not os.path.exists(path):
+        return ["## Build cost", "",
+                "Not run: `scripts/build_cost` (or `scripts/bench --build-cost`) writes "
+                "`results/build_cost.md`, which this section then shows.", ""]
+    with open(path) as f:
+        return f.read().rstrip("\n").split("\n") + [""]
+
+
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = Results(root)
@@ -671,6 +684,7 @@ def main(argv):
     out += wheel_timer_bench_section(r)
     out += gbench_sections(r)
     out += lateness_section(r, scen, prec)
+    out += build_cost_section(r)
     out += observations(scen, prec, burst)
     out += status_section(r)
 
