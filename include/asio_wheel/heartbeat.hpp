@@ -127,6 +127,17 @@ public:
     this->use_range(options_.drop_after);
   }
 
+  /// Destructor.
+  /**
+   * As asio::steady_timer's: an async_next() still waiting completes with
+   * asio::error::operation_aborted; one whose completion is already queued (or running on
+   * another thread) completes as cancel() would have decided now: with the event due then,
+   * else with operation_aborted.
+   */
+  ~basic_heartbeat() {
+    this->detach([this] { return due_now(); });
+  }
+
   /// The thresholds.
   const options& get_options() const noexcept { return options_; }
 
@@ -251,17 +262,29 @@ private:
   template <typename Handler>
   static void on_wait(detail::rearming_handler<basic_heartbeat, Handler>&& h,
                       const error_code& ec) {
+    // On an error the object may be gone (destroyed with its wait): nothing reads it.
     if (ec) {
       std::move(h.handler())(ec, event::drop);
       return;
     }
-    // Past the error: the object is alive (a destroyed one aborts its wait).
+    const error_code aborted(asio::error::operation_aborted);
+    typename base::completion_lock lock(h.link());
+    if (lock.gone()) {
+      // Destroyed once this completion was queued, and judged then (see the destructor).
+      using verdict = detail::activity_link::verdict;
+      const verdict v = lock.outcome();
+      lock.unlock();
+      std::move(h.handler())(v == verdict::abort ? aborted : ec,
+                             v == verdict::ping ? event::ping : event::drop);
+      return;
+    }
     basic_heartbeat& self = h.owner();
     self.leave_queue();
     using state = typename base::op_state;
     if (self.state() == state::abort) {
       self.end_op();
-      std::move(h.handler())(error_code(asio::error::operation_aborted), event::drop);
+      lock.unlock();
+      std::move(h.handler())(aborted, event::drop);
       return;
     }
     if (self.state() == state::complete) {
@@ -270,6 +293,7 @@ private:
       if (self.decided_ping_)
         self.pinged_for_ = self.decided_for_; // whatever came before: a touch, say
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(), ev);
       return;
     }
@@ -278,17 +302,20 @@ private:
     switch (rule::due(self.at(self.factor()), last, self.pinged_for_, now)) {
     case rule::step::drop:
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(), event::drop);
       return;
     case rule::step::ping:
       self.pinged_for_ = last;
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(), event::ping);
       return;
     case rule::step::wait:
       // Touched since (the thresholds moved), past a range's minimum, or the factor rose.
       if (!self.arm(h, last, now)) {
         self.end_op();
+        lock.unlock();
         std::move(h.handler())(error_code(asio::error::no_memory), event::drop);
       }
       return;

@@ -119,6 +119,17 @@ public:
     this->use_range(timeout_);
   }
 
+  /// Destructor.
+  /**
+   * As asio::steady_timer's: a wait still waiting completes with
+   * asio::error::operation_aborted; one whose completion is already queued (or running on
+   * another thread) completes as cancel() would have decided now: with success if the timer
+   * has been idle for its timeout in force, else with operation_aborted.
+   */
+  ~basic_idle_timer() {
+    this->detach([this] { return due_now(); });
+  }
+
   /// The idle timeout in force: the fixed timeout, or for a range, the timeout at the
   /// context's factor now.
   duration timeout() const noexcept { return timeout_.at(this->factor()); }
@@ -232,14 +243,24 @@ private:
       std::move(h.handler())(ec);
       return;
     }
+    const error_code aborted(asio::error::operation_aborted);
+    typename base::completion_lock lock(h.link());
+    if (lock.gone()) {
+      // Destroyed once this completion was queued, and judged then (see the destructor).
+      const bool due = lock.outcome() != detail::activity_link::verdict::abort;
+      lock.unlock();
+      std::move(h.handler())(due ? ec : aborted);
+      return;
+    }
     basic_idle_timer& self = h.owner();
     self.leave_queue();
     using state = typename base::op_state;
     if (self.state() != state::pending) {
       // Cancelled after this completion was queued, and judged then (see cancel()).
-      const bool aborted = self.state() == state::abort;
+      const bool was_aborted = self.state() == state::abort;
       self.end_op();
-      std::move(h.handler())(aborted ? error_code(asio::error::operation_aborted) : ec);
+      lock.unlock();
+      std::move(h.handler())(was_aborted ? aborted : ec);
       return;
     }
     const time_point now = clock_type::now();
@@ -248,10 +269,12 @@ private:
       if (self.rewait_for(self.timeout_, last, h, now))
         return;
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(asio::error::no_memory));
       return;
     }
     self.end_op();
+    lock.unlock();
     std::move(h.handler())(ec);
   }
 
