@@ -20,6 +20,7 @@
 #include <asio_wheel/detail/asio_forward.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <mutex>
@@ -105,7 +106,7 @@ protected:
   template <typename IsDue>
   std::size_t cancel_op(IsDue&& is_due) {
     // A completion running on another thread reads and writes state_ under the lock.
-    std::lock_guard lock(link_.get()->mutex);
+    const auto lock = lock_state();
     std::size_t cancelled = 0;
     // Out of its queue only once cancelled: if cancel() throws, the timer is as it was.
     leave_queue_after([&] { cancelled = timer_.cancel(); });
@@ -128,6 +129,13 @@ protected:
   }
 
   op_state state() const noexcept { return state_; }
+
+  // Held by the owner's calls that change what a completion running on another thread reads
+  // (cancel_op(), a new timeout): that completion holds it while it reads the timer.
+  std::unique_lock<futex_mutex> lock_state() {
+    return std::unique_lock<futex_mutex>(link_.get()->mutex);
+  }
+
   // Construction counts as activity.
   explicit activity_timer(const executor_type& ex) : link_(this), timer_(ex) {}
 
@@ -229,24 +237,29 @@ protected:
   // Waits for the timeout `r` of the quiet spell that began at `last`, as read at `now`
   // (only read for a range): until its minimum while that is ahead (the whole timeout, if it
   // is fixed); parked in the span's queue until the timeout at the factor in force; or, if
-  // that has passed, through the timer at once. Precondition: not in a queue.
+  // that has passed, through the timer at once. In every case the wait ends by `until` at
+  // the latest (the owner looks then for what the timeout does not cover: basic_heartbeat's
+  // next ping); a parked wait stays in its queue meanwhile, so that a change of the factor
+  // still reaches it. Precondition: not in a queue.
   template <typename Owner, typename Handler>
   void wait_for(const range& r, const time_point& last, rearming_handler<Owner, Handler>&& h,
-                std::optional<time_point> now = std::nullopt) {
+                std::optional<time_point> now = std::nullopt,
+                const time_point& until = (time_point::max)()) {
     const time_point min_at = saturating_add(last, r.min);
     if (queues_ == nullptr || r.is_fixed()) {
-      wait_until(min_at, std::move(h));
+      wait_until((std::min)(min_at, until), std::move(h));
       return;
     }
     if (!now)
       now = Clock::now();
     const time_point due = saturating_add(last, r.at(factor()));
     if (*now < min_at || *now >= due) {
-      wait_until(*now < min_at ? min_at : due, std::move(h));
+      wait_until((std::min)(*now < min_at ? min_at : due, until), std::move(h));
       return;
     }
-    queues_->park(*this, r, min_at, timer_.get_executor(),
-                  [&] { wait_until(saturating_add(last, r.max), std::move(h)); });
+    queues_->park(*this, r, min_at, timer_.get_executor(), [&] {
+      wait_until((std::min)(saturating_add(last, r.max), until), std::move(h));
+    });
   }
 
   // wait_for() from a wait's own completion, where nothing may be lost. False if it could
@@ -255,9 +268,10 @@ protected:
   // asio::error::no_memory.
   template <typename Owner, typename Handler>
   bool rewait_for(const range& r, const time_point& last, rearming_handler<Owner, Handler>& h,
-                  std::optional<time_point> now = std::nullopt) {
+                  std::optional<time_point> now = std::nullopt,
+                  const time_point& until = (time_point::max)()) {
     ASIO_WHEEL_TRY {
-      wait_for(r, last, std::move(h), now);
+      wait_for(r, last, std::move(h), now, until);
       return true;
     }
     ASIO_WHEEL_CATCH(const std::bad_alloc&) {
