@@ -44,7 +44,8 @@ struct heartbeat_group_statistics {
   std::uint64_t drops = 0;
   /// Members found at their filed threshold touched since, and filed again for their new
   /// threshold without an event: the group's lazy re-arm, once per threshold reached (not
-  /// once per touch()).
+  /// once per touch()); also each look at a pinged member waiting for its drop (one per
+  /// ping_after.min, for a touch since).
   std::uint64_t refiles = 0;
   /// Wake-ups of the group's one wheel wait (including early ones, at which the group only
   /// re-files the members of an upper slot of its own wheel).

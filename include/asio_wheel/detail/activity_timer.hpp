@@ -156,8 +156,9 @@ protected:
   // owner's judgement at this instant; it may set decided_ping_). A wait still in the wheel
   // is aborted afterwards by the timer's destruction, and its completion does not read the
   // link. Waits for a completion running on another thread to be done with the timer.
+  // Out of line: once per timer, and kept out of the inlining budget of the hot paths.
   template <typename IsDue>
-  void detach(IsDue&& is_due) noexcept {
+  [[gnu::cold, gnu::noinline]] void detach(IsDue&& is_due) noexcept {
     activity_link& link = *link_.get();
     std::lock_guard lock(link.mutex);
     using verdict = activity_link::verdict;

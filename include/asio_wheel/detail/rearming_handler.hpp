@@ -45,7 +45,8 @@ struct activity_link {
   }
 
   // Guards owner, verdict and, while owner is not null, the owner's state that a completion
-  // reads and writes (see activity_timer).
+  // reads and writes (see activity_timer). Taken once per wake of the timer's wait, not per
+  // touch().
   futex_mutex mutex;
   // The timer's reference, and one per handler holding the link.
   std::atomic<std::size_t> refs{1};
