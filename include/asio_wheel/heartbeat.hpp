@@ -56,25 +56,22 @@ namespace asio_wheel {
  * @par Precision
  * As basic_idle_timer: never early (for a range, with respect to the threshold at the factor
  * read when the event is judged); late by at most a wheel tick plus the event loop's
- * latency, for a range however the wait came to its span's queue. Lazy re-arm has one
- * exception: a peer touched after its ping, while async_next() waits for the drop, starts a
- * spell whose ping may be due before that drop; it is reported only at the drop's time.
+ * latency, for a range however the wait came to its span's queue. That holds for every
+ * event: a peer touched after its ping, while async_next() waits for the drop, starts a
+ * spell whose ping is due ping_after after that touch, and gets it then (the wait for the
+ * drop looks every ping_after.min for a touch since: one wheel re-arm each, not one per
+ * touch()).
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
  * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
  *
  * @par Lifetime
- * As with Asio's composed operations, the object must outlive its async_next(): destroy it
- * from the handler or once that has run (keep it alive from the handler, as a connection's
- * shared_ptr does). The completion reads the object before it calls the handler (the
- * activity mark, or the outcome a cancel() fixed). Destroying the object aborts a wait that
- * is still in the wheel, whose completion does not read it; but once a threshold is due the
- * completion is queued, and the caller cannot tell when that happens: the wheel's deadline,
- * and for a range any timeout_scale::set() from any thread (the context's queue then wakes
- * the wait, on whichever thread runs the context), make it due. cancel() does not lift the
- * rule: the completion still runs, promptly, and reads the object; destroy it in that
- * handler. heartbeat_group has no such rule.
+ * As asio::steady_timer: the object may be destroyed at any time, from any handler or from
+ * another thread running the context (not concurrently with another call on it). A pending
+ * async_next() then completes exactly once: with operation_aborted if it was still
+ * waiting; if its completion was already queued, as cancel() would have decided at the
+ * destruction (see the destructor).
  */
 template <typename Clock, typename WaitTraits = asio::wait_traits<Clock>,
           typename Executor = asio::any_io_executor>
@@ -140,6 +137,17 @@ public:
       : base(context), options_(checked(opts)) {
     this->use_range(options_.ping_after);
     this->use_range(options_.drop_after);
+  }
+
+  /// Destructor.
+  /**
+   * As asio::steady_timer's: an async_next() still waiting completes with
+   * asio::error::operation_aborted; one whose completion is already queued (or running on
+   * another thread) completes as cancel() would have decided now: with the event due then,
+   * else with operation_aborted.
+   */
+  ~basic_heartbeat() {
+    this->detach([this] { return due_now(); });
   }
 
   /// The thresholds.
@@ -248,13 +256,26 @@ private:
   void start(detail::rearming_handler<basic_heartbeat, Handler>&& h) {
     this->leave_queue();
     const time_point last = this->activity_.last();
-    this->wait_for(next_range(last), last, std::move(h));
+    if (!pinged(last)) {
+      this->wait_for(options_.ping_after, last, std::move(h));
+      return;
+    }
+    const time_point now = clock_type::now();
+    this->wait_for(options_.drop_after, last, std::move(h), now, look_by(now));
   }
 
-  // The threshold the spell that began at `last` waits for next: the ping, or once it has
-  // been reported, the drop. A heartbeat always pings (0 < ping_after): once per spell.
-  const range& next_range(const time_point& last) const noexcept {
-    return rule::may_ping(at(1.0), last, pinged_for_) ? options_.ping_after : options_.drop_after;
+  // Whether the spell that began at `last` has had its ping: it waits for its drop then,
+  // else for its ping. A heartbeat always pings (0 < ping_after): once per spell.
+  bool pinged(const time_point& last) const noexcept {
+    return !rule::may_ping(at(1.0), last, pinged_for_);
+  }
+
+  // While a pinged spell waits for its drop, a touch() from `now` on starts a spell whose
+  // ping is due ping_after after it: at now + ping_after.min at the earliest, at any factor.
+  // The wait ends by then to look (touch() only stores), so that ping is not late; without
+  // a touch, it waits on (one look per ping_after.min of silence until the drop).
+  time_point look_by(const time_point& now) const noexcept {
+    return detail::saturating_add(now, options_.ping_after.min);
   }
 
   // From a wait's own completion: waits for the next threshold. False, with `h` untouched,
@@ -262,23 +283,37 @@ private:
   template <typename Handler>
   bool arm(detail::rearming_handler<basic_heartbeat, Handler>& h, const time_point& last,
            const time_point& now) {
-    return this->rewait_for(next_range(last), last, h, now);
+    if (!pinged(last))
+      return this->rewait_for(options_.ping_after, last, h, now);
+    return this->rewait_for(options_.drop_after, last, h, now, look_by(now));
   }
 
   template <typename Handler>
   static void on_wait(detail::rearming_handler<basic_heartbeat, Handler>&& h,
                       const error_code& ec) {
+    // On an error the object may be gone (destroyed with its wait): nothing reads it.
     if (ec) {
       std::move(h.handler())(ec, event::drop);
       return;
     }
-    // Past the error: the object is alive (a destroyed one aborts its wait).
+    const error_code aborted(asio::error::operation_aborted);
+    typename base::completion_lock lock(h.link());
+    if (lock.gone()) {
+      // Destroyed once this completion was queued, and judged then (see the destructor).
+      using verdict = detail::activity_link::verdict;
+      const verdict v = lock.outcome();
+      lock.unlock();
+      std::move(h.handler())(v == verdict::abort ? aborted : ec,
+                             v == verdict::ping ? event::ping : event::drop);
+      return;
+    }
     basic_heartbeat& self = h.owner();
     self.leave_queue();
     using state = typename base::op_state;
     if (self.state() == state::abort) {
       self.end_op();
-      std::move(h.handler())(error_code(asio::error::operation_aborted), event::drop);
+      lock.unlock();
+      std::move(h.handler())(aborted, event::drop);
       return;
     }
     if (self.state() == state::complete) {
@@ -287,6 +322,7 @@ private:
       if (self.decided_ping_)
         self.pinged_for_ = self.decided_for_; // whatever came before: a touch, say
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(), ev);
       return;
     }
@@ -295,17 +331,20 @@ private:
     switch (rule::due(self.at(self.factor()), last, self.pinged_for_, now)) {
     case rule::step::drop:
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(), event::drop);
       return;
     case rule::step::ping:
       self.pinged_for_ = last;
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(), event::ping);
       return;
     case rule::step::wait:
       // Touched since (the thresholds moved), past a range's minimum, or the factor rose.
       if (!self.arm(h, last, now)) {
         self.end_op();
+        lock.unlock();
         std::move(h.handler())(error_code(asio::error::no_memory), event::drop);
       }
       return;

@@ -12,6 +12,7 @@
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/detail/activity_stamp.hpp>
 #include <asio_wheel/detail/heartbeat_rule.hpp>
+#include <asio_wheel/detail/look_queue.hpp>
 #include <asio_wheel/detail/threshold_queues.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 #include <asio_wheel/detail/wheel_driver.hpp>
@@ -43,7 +44,8 @@ struct heartbeat_group_statistics {
   std::uint64_t drops = 0;
   /// Members found at their filed threshold touched since, and filed again for their new
   /// threshold without an event: the group's lazy re-arm, once per threshold reached (not
-  /// once per touch()).
+  /// once per touch()); also each look at a pinged member waiting for its drop (one per
+  /// ping_after.min, for a touch since).
   std::uint64_t refiles = 0;
   /// Wake-ups of the group's one wheel wait (including early ones, at which the group only
   /// re-files the members of an upper slot of its own wheel).
@@ -120,9 +122,10 @@ struct heartbeat_group_statistics {
  * tick and the event loop's latency, or after a change of the factor, by the delay of one
  * posted handler. For a range this holds however the member came to its queue (a touch
  * found at its previous threshold, a ping whose drop's minimum had passed): each queue is
- * ordered by its members' own last touch. Lazy re-arm has one exception: a member touched
- * after its ping, while its drop is pending, starts a spell whose ping may be due before
- * that drop; it is looked at, and pinged, only at the drop's time.
+ * ordered by its members' own last touch. It holds for every event: a member touched after
+ * its ping, while its drop is pending, starts a spell whose ping is due ping_after after
+ * that touch, and gets it then (the group looks at a pinged member each ping_after until its
+ * drop, for a touch since).
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
@@ -245,6 +248,12 @@ public:
 
   private:
     friend class basic_heartbeat_group;
+    template <typename, typename>
+    friend class detail::look_queue;
+
+    // Its position in the group's looks + 1, 0 when not there (see place()). First: it may
+    // fit in wheel_node's tail padding.
+    std::uint32_t look_pos_ = 0;
 
     // Where it waits, while watched: in the group's wheel (wheel_node's slot), or in one of
     // the group's queues (node_heap: the same fields, its position in wheel_node's
@@ -292,6 +301,7 @@ public:
     };
     driver_.wheel().clear(forget);
     queues_.clear(forget);
+    looks_.clear();
     // Last, as a member would go: the event handler goes with the group (its captures may
     // own what owns the context, whose queued wake_handler holds the anchor), unless it is
     // the one destroying the group: run() drops it once it has returned.
@@ -407,6 +417,7 @@ private:
   void place(member& m, const thresholds& th, const time_point& last, const time_point& now,
              tick_type now_tick) noexcept;
   member* take_due(const time_point& now, tick_type now_tick);
+  bool look_due(double f, time_point& at) const noexcept;
   void deliver(const anchor& still);
 
   options options_;
@@ -426,6 +437,10 @@ private:
   // touch + min: see
   // detail/threshold_queues.hpp. Empty while the thresholds are fixed.
   queues queues_{options_.ping_after, options_.drop_after};
+  // Members in the drop's queue that must be looked at for a touch since, keyed by the
+  // instant to look by less ping_after.min (due at key + ping_after at the factor in force):
+  // see place(). Empty while drop_after is fixed.
+  detail::look_queue<member, time_point> looks_;
   basic_wheel_timer<Clock, WaitTraits, Executor> timer_;
   // The timer's executor, copied once: scale_changed() posts to it from other threads.
   const executor_type ex_;

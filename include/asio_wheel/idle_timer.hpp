@@ -58,20 +58,17 @@ namespace asio_wheel {
  * timeout_scale::set()).
  *
  * @par Lifetime
- * As with Asio's composed operations, the object must outlive its async_wait(): destroy it
- * from the wait's handler or once that has run (keep it alive from the handler, as a
- * connection's shared_ptr does). The completion reads the object before it calls the
- * handler (the activity mark, or the outcome a cancel() fixed). Destroying the object
- * aborts a wait that is still in the wheel, whose completion does not read it; but once
- * the wait is due its completion is queued, and the caller cannot tell when that happens:
- * the wheel's deadline, and for a range any timeout_scale::set() from any thread (the
- * context's queue then wakes the wait, on whichever thread runs the context), make it due.
- * cancel() does not lift the rule: the completion still runs, promptly, and reads the
- * object; destroy it in that handler.
+ * As asio::steady_timer: the object may be destroyed at any time, from any handler or from
+ * another thread running the context (not concurrently with another call on it). A pending
+ * async_wait() then completes exactly once: with operation_aborted if it was still
+ * waiting; if its completion was already queued, as cancel() would have decided at the
+ * destruction (see the destructor).
  *
  * @par Memory
- * 200 bytes with std::chrono::steady_clock (a timer with a small handler allocates nothing
- * per wait, range or not); the first range in a context creates its queue service.
+ * 208 bytes with std::chrono::steady_clock, and a block of 32 bytes allocated with it, which
+ * its pending completion shares (so that the timer may be destroyed at any time); a timer
+ * with a small handler allocates nothing per wait, range or not. The first range in a
+ * context creates its queue service.
  *
  * @par Example
  * @code
@@ -140,6 +137,17 @@ public:
     this->use_range(timeout_);
   }
 
+  /// Destructor.
+  /**
+   * As asio::steady_timer's: a wait still waiting completes with
+   * asio::error::operation_aborted; one whose completion is already queued (or running on
+   * another thread) completes as cancel() would have decided now: with success if the timer
+   * has been idle for its timeout in force, else with operation_aborted.
+   */
+  ~basic_idle_timer() {
+    this->detach([this] { return due_now(); });
+  }
+
   /// The idle timeout in force: the fixed timeout, or for a range, the timeout at the
   /// context's factor now.
   duration timeout() const noexcept {
@@ -160,6 +168,8 @@ public:
    */
   void set_timeout(const range& timeout) {
     const range checked_timeout = checked(timeout);
+    // A completion running on another thread reads what this changes.
+    const auto lock = this->lock_state();
     this->use_range(checked_timeout);
     // To its minimum: a wait past it completes, and on_wait() judges it (and parks it again)
     // by the new timeout. Out of its queue once moved: if the move throws, it is as it was.
@@ -257,14 +267,24 @@ private:
       std::move(h.handler())(ec);
       return;
     }
+    const error_code aborted(asio::error::operation_aborted);
+    typename base::completion_lock lock(h.link());
+    if (lock.gone()) {
+      // Destroyed once this completion was queued, and judged then (see the destructor).
+      const bool due = lock.outcome() != detail::activity_link::verdict::abort;
+      lock.unlock();
+      std::move(h.handler())(due ? ec : aborted);
+      return;
+    }
     basic_idle_timer& self = h.owner();
     self.leave_queue();
     using state = typename base::op_state;
     if (self.state() != state::pending) {
       // Cancelled after this completion was queued, and judged then (see cancel()).
-      const bool aborted = self.state() == state::abort;
+      const bool was_aborted = self.state() == state::abort;
       self.end_op();
-      std::move(h.handler())(aborted ? error_code(asio::error::operation_aborted) : ec);
+      lock.unlock();
+      std::move(h.handler())(was_aborted ? aborted : ec);
       return;
     }
     const time_point now = clock_type::now();
@@ -273,10 +293,12 @@ private:
       if (self.rewait_for(self.timeout_, last, h, now))
         return;
       self.end_op();
+      lock.unlock();
       std::move(h.handler())(error_code(asio::error::no_memory));
       return;
     }
     self.end_op();
+    lock.unlock();
     std::move(h.handler())(ec);
   }
 

@@ -20,8 +20,10 @@
 #include <asio_wheel/detail/asio_forward.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <type_traits>
@@ -103,6 +105,8 @@ protected:
   // aborted wait), nothing changed.
   template <typename IsDue>
   std::size_t cancel_op(IsDue&& is_due) {
+    // A completion running on another thread reads and writes state_ under the lock.
+    const auto lock = lock_state();
     std::size_t cancelled = 0;
     // Out of its queue only once cancelled: if cancel() throws, the timer is as it was.
     leave_queue_after([&] { cancelled = timer_.cancel(); });
@@ -125,18 +129,77 @@ protected:
   }
 
   op_state state() const noexcept { return state_; }
+
+  // Held by the owner's calls that change what a completion running on another thread reads
+  // (cancel_op(), a new timeout): that completion holds it while it reads the timer.
+  std::unique_lock<futex_mutex> lock_state() {
+    return std::unique_lock<futex_mutex>(link_.get()->mutex);
+  }
+
   // Construction counts as activity.
-  explicit activity_timer(const executor_type& ex) : timer_(ex) {}
+  explicit activity_timer(const executor_type& ex) : link_(this), timer_(ex) {}
 
   template <typename ExecutionContext, typename = std::enable_if_t<std::is_convertible_v<
                                            ExecutionContext&, asio::execution_context&>>>
-  explicit activity_timer(ExecutionContext& context) : timer_(context) {}
+  explicit activity_timer(ExecutionContext& context) : link_(this), timer_(context) {}
 
-  // No queue, and no cancellation slot, may refer to the timer once it is gone.
+  // No queue, and no cancellation slot, may refer to the timer once it is gone; nor may a
+  // completion (the owner's destructor has called detach()).
   ~activity_timer() {
     cut_slot();
     leave_queue();
   }
+
+  // First in the owner's destructor, before anything of the owner is gone: a completion of
+  // its operation that is queued, or running on another thread, no longer reads the timer,
+  // and finishes with the outcome judged now, as cancel_op() judges it (`is_due()`, the
+  // owner's judgement at this instant; it may set decided_ping_). A wait still in the wheel
+  // is aborted afterwards by the timer's destruction, and its completion does not read the
+  // link. Waits for a completion running on another thread to be done with the timer.
+  // Out of line: once per timer, and kept out of the inlining budget of the hot paths.
+  template <typename IsDue>
+  [[gnu::cold, gnu::noinline]] void detach(IsDue&& is_due) noexcept {
+    activity_link& link = *link_.get();
+    std::lock_guard lock(link.mutex);
+    using verdict = activity_link::verdict;
+    const auto due = [&] { return decided_ping_ ? verdict::ping : verdict::complete; };
+    switch (state_) {
+    case op_state::pending:
+      link.outcome = std::forward<IsDue>(is_due)() ? due() : verdict::abort;
+      break;
+    case op_state::complete:
+      link.outcome = due();
+      break;
+    case op_state::abort:
+    case op_state::none:
+      link.outcome = verdict::abort;
+      break;
+    }
+    link.owner = nullptr;
+  }
+
+  // The lock a completion holds while it reads the timer: from the start of on_wait() until
+  // it calls the handler (unlock()) or has waited again. gone(): the timer was destroyed, and
+  // outcome() says how the completion finishes.
+  class completion_lock {
+  public:
+    explicit completion_lock(activity_link* link) noexcept : link_(link) { link_->mutex.lock(); }
+    completion_lock(const completion_lock&) = delete;
+    completion_lock& operator=(const completion_lock&) = delete;
+    ~completion_lock() { unlock(); }
+
+    bool gone() const noexcept { return link_->owner == nullptr; }
+    activity_link::verdict outcome() const noexcept { return link_->outcome; }
+    // Before the handler is called: it may destroy the timer, or start the next operation.
+    // The link is not touched after this (another thread may free it then).
+    void unlock() noexcept {
+      if (link_ != nullptr)
+        std::exchange(link_, nullptr)->mutex.unlock();
+    }
+
+  private:
+    activity_link* link_;
+  };
 
   // Called with every timeout the owner is given, before it is stored: a range that is not
   // fixed joins the timer to its context's queue service (created on first use; may throw).
@@ -175,24 +238,29 @@ protected:
   // Waits for the timeout `r` of the quiet spell that began at `last`, as read at `now`
   // (only read for a range): until its minimum while that is ahead (the whole timeout, if it
   // is fixed); parked in the span's queue until the timeout at the factor in force; or, if
-  // that has passed, through the timer at once. Precondition: not in a queue.
+  // that has passed, through the timer at once. In every case the wait ends by `until` at
+  // the latest (the owner looks then for what the timeout does not cover: basic_heartbeat's
+  // next ping); a parked wait stays in its queue meanwhile, so that a change of the factor
+  // still reaches it. Precondition: not in a queue.
   template <typename Owner, typename Handler>
   void wait_for(const range& r, const time_point& last, rearming_handler<Owner, Handler>&& h,
-                std::optional<time_point> now = std::nullopt) {
+                std::optional<time_point> now = std::nullopt,
+                const time_point& until = (time_point::max)()) {
     const time_point min_at = saturating_add(last, r.min);
     if (queues_ == nullptr || r.is_fixed()) {
-      wait_until(min_at, std::move(h));
+      wait_until((std::min)(min_at, until), std::move(h));
       return;
     }
     if (!now)
       now = Clock::now();
     const time_point due = saturating_add(last, r.at(factor()));
     if (*now < min_at || *now >= due) {
-      wait_until(*now < min_at ? min_at : due, std::move(h));
+      wait_until((std::min)(*now < min_at ? min_at : due, until), std::move(h));
       return;
     }
-    queues_->park(*this, r, min_at, timer_.get_executor(),
-                  [&] { wait_until(saturating_add(last, r.max), std::move(h)); });
+    queues_->park(*this, r, min_at, timer_.get_executor(), [&] {
+      wait_until((std::min)(saturating_add(last, r.max), until), std::move(h));
+    });
   }
 
   // wait_for() from a wait's own completion, where nothing may be lost. False if it could
@@ -201,9 +269,10 @@ protected:
   // asio::error::no_memory.
   template <typename Owner, typename Handler>
   bool rewait_for(const range& r, const time_point& last, rearming_handler<Owner, Handler>& h,
-                  std::optional<time_point> now = std::nullopt) {
+                  std::optional<time_point> now = std::nullopt,
+                  const time_point& until = (time_point::max)()) {
     ASIO_WHEEL_TRY {
-      wait_for(r, last, std::move(h), now);
+      wait_for(r, last, std::move(h), now, until);
       return true;
     }
     ASIO_WHEEL_CATCH(const std::bad_alloc&) {
@@ -236,8 +305,8 @@ protected:
         self.slot_ = &slot.template emplace<slot_canceller<Owner>>(owner_);
       self.state_ = op_state::pending;
       ASIO_WHEEL_TRY {
-        owner_->start(
-            rearming_handler<Owner, std::decay_t<Handler>>(owner_, std::forward<Handler>(handler)));
+        owner_->start(rearming_handler<Owner, std::decay_t<Handler>>(
+            self.link_.get(), std::forward<Handler>(handler)));
       }
       ASIO_WHEEL_CATCH_ALL {
         self.end_op();
@@ -255,6 +324,24 @@ protected:
     return slot_ != nullptr ? slot_->inner.slot() : asio::cancellation_slot();
   }
 
+private:
+  // The link's reference held by the timer.
+  class owned_link {
+  public:
+    explicit owned_link(activity_timer* owner) : link_(new activity_link(owner)) {}
+    owned_link(const owned_link&) = delete;
+    owned_link& operator=(const owned_link&) = delete;
+    ~owned_link() { activity_link::release(link_); }
+    activity_link* get() const noexcept { return link_; }
+
+  private:
+    activity_link* link_;
+  };
+
+  // Before timer_: constructed first, released last.
+  owned_link link_;
+
+protected:
   wheel_timer_impl<Clock, WaitTraits, Executor> timer_;
   activity_stamp<Clock> activity_;
 
@@ -290,14 +377,18 @@ private:
       if (this->timer == nullptr || !(type & (ct::terminal | ct::partial | ct::total)))
         return;
       activity_timer& t = *this->timer;
-      if (t.state_ == op_state::pending) {
-        // Judged now, for a success completion already queued; a wait still in the wheel
-        // is aborted by the emit below, whose completion does not read this.
-        t.state_ = static_cast<Owner&>(t).due_now() ? op_state::complete : op_state::abort;
-        // A wait aborted there may leave the timer in its queue.
-        t.leave_queue();
+      {
+        // A completion running on another thread reads and writes state_ under the lock.
+        std::lock_guard lock(t.link_.get()->mutex);
+        if (t.state_ == op_state::pending) {
+          // Judged now, for a success completion already queued; a wait still in the wheel
+          // is aborted by the emit below, whose completion does not read this.
+          t.state_ = static_cast<Owner&>(t).due_now() ? op_state::complete : op_state::abort;
+          // A wait aborted there may leave the timer in its queue.
+          t.leave_queue();
+        }
+        t.cut_slot();
       }
-      t.cut_slot();
       this->inner.emit(type); // this object is not destroyed by cut_slot()
     }
   };

@@ -119,6 +119,7 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::at(double f) con
 // Unlinks a watched member from wherever it waits.
 template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::take_out(member& m) noexcept {
+  looks_.remove(m);
   if (!queues_.remove(m))
     driver_.wheel().remove(m);
 }
@@ -159,10 +160,17 @@ template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::arm() {
   std::optional<tick_type> next = driver_.wheel().next_expiry();
   time_point head{};
-  if (scale_source_ != nullptr && queues_.earliest(factor(), head)) {
-    const tick_type t = driver_.scale().ceil(head);
-    if (!next || t < *next)
-      next = t;
+  if (scale_source_ != nullptr) {
+    const double f = factor();
+    time_point look{};
+    const bool queued = queues_.earliest(f, head);
+    if (look_due(f, look) && (!queued || look < head))
+      head = look;
+    if (queued || !looks_.empty()) {
+      const tick_type t = driver_.scale().ceil(head);
+      if (!next || t < *next)
+        next = t;
+    }
   }
   if (!next) {
     disarm();
@@ -246,25 +254,51 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::run() {
 // past now_tick so that deliver() cannot meet it again; else in that threshold's queue,
 // keyed by its own minimum (or, if the queue cannot grow, in the wheel at the range's
 // maximum: late under memory pressure, never early).
+//
+// A spell that has had its ping waits for its drop; but a touch() from `now` on starts a
+// spell whose ping is due ping_after after it, at now + ping_after.min at the earliest (at
+// any factor), which only a look at the member finds (touch() only stores). So the member
+// is looked at by then: in the wheel at that instant while the drop's minimum is ahead
+// (neither can move); past it, the member waits in the drop's queue, which follows the
+// factor, and in the looks (looks_), keyed by now + ping_after.min, which wakes
+// it at now + ping_after at the factor in force, no later than any such ping. Whichever
+// wakes first takes the member out of both (take_due()). If the looks cannot grow, the
+// ping of a touch since may wait for the drop (late under memory pressure).
 template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
                                                                       const thresholds& th,
                                                                       const time_point& last,
                                                                       const time_point& now,
                                                                       tick_type now_tick) noexcept {
-  const std::size_t q = rule::may_ping(th, last, m.pinged_for_) ? queues::ping : queues::drop;
+  const bool pinging = rule::may_ping(th, last, m.pinged_for_);
+  const std::size_t q = pinging ? queues::ping : queues::drop;
   const range& r = queues_.range(q);
   const time_point min_at = detail::saturating_add(last, r.min);
+  // The instant to look by, in the drop's wait: none without pings.
+  const bool looks = !pinging && th.ping_after != duration::zero();
+  const time_point look_at =
+      looks ? detail::saturating_add(now, options_.ping_after.min) : (time_point::max)();
+  const auto in_wheel = [&](const time_point& at) {
+    driver_.wheel().insert(m, (std::max)(driver_.scale().ceil(at), now_tick + 1));
+  };
   if (r.is_fixed() || now < min_at) {
-    driver_.wheel().insert(m, (std::max)(driver_.scale().ceil(min_at), now_tick + 1));
+    in_wheel((std::min)(min_at, look_at));
     return;
   }
   ASIO_WHEEL_TRY {
     queues_.push(q, m, min_at);
   }
   ASIO_WHEEL_CATCH_ALL {
-    const time_point max_at = detail::saturating_add(last, r.max);
-    driver_.wheel().insert(m, (std::max)(driver_.scale().ceil(max_at), now_tick + 1));
+    in_wheel((std::min)(detail::saturating_add(last, r.max), look_at));
+    return;
+  }
+  if (looks) {
+    ASIO_WHEEL_TRY {
+      looks_.push(m, look_at);
+    }
+    ASIO_WHEEL_CATCH_ALL {
+      // No look: a touch since is found at the drop's time (late under memory pressure).
+    }
   }
 }
 
@@ -274,16 +308,41 @@ template <typename Clock, typename WaitTraits, typename Executor>
 inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const time_point& now,
                                                                          tick_type now_tick)
     -> member* {
+  const double f = scale_source_ != nullptr ? factor() : 1.0;
   time_point q_due{};
-  const std::size_t q =
-      scale_source_ != nullptr ? queues_.due_head(now, factor(), q_due) : queues::none;
+  const std::size_t q = scale_source_ != nullptr ? queues_.due_head(now, f, q_due) : queues::none;
+  // The looks' head, if due by now before the queues' (looks exist only with a range).
+  time_point l_due{};
+  const bool look = look_due(f, l_due) && l_due <= now && (q == queues::none || l_due < q_due);
+  if (look)
+    q_due = l_due;
   member* due = nullptr;
   driver_.wheel().advance(
-      q == queues::none ? now_tick : (std::min)(now_tick, driver_.scale().ceil(q_due)), 1,
+      q == queues::none && !look ? now_tick : (std::min)(now_tick, driver_.scale().ceil(q_due)), 1,
       [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+  if (due == nullptr && look) {
+    // Its look: the member leaves the drop's queue, to be judged.
+    due = &looks_.pop_front();
+    queues_.remove(*due);
+    return due;
+  }
   if (due == nullptr && q != queues::none)
     due = &static_cast<member&>(queues_.pop(q));
+  if (due != nullptr)
+    looks_.remove(*due);
   return due;
+}
+
+// When the first of the looks is due at factor f; false if there is none.
+template <typename Clock, typename WaitTraits, typename Executor>
+inline bool
+basic_heartbeat_group<Clock, WaitTraits, Executor>::look_due(double f,
+                                                             time_point& at) const noexcept {
+  if (looks_.empty())
+    return false;
+  const range& p = options_.ping_after;
+  at = detail::saturating_add(looks_.front_key(), p.at(f) - p.min);
+  return true;
 }
 
 // Takes the due members one at a time, so that the event handler runs outside the wheel's
