@@ -184,7 +184,7 @@ public:
     // Armed first: if that throws (only on a context other than an io_context or a thread
     // pool), the waits have not moved. Moved now, even when later: an idle timer's timeout
     // moves rarely, and a filing left behind would wake the alarm once more.
-    arm_if_earlier(deadline);
+    arm_if_earlier(queue_.driver().wheel().wake_for(deadline));
     queue_.refile(entry, deadline);
   }
 
@@ -299,7 +299,9 @@ private:
       expire_soon(deadline);
       ++queue_.counters().expired_at_start;
     } else if (!joins) {
-      arm_if_earlier(deadline);
+      // Not the deadline: the wheel may need a turn before it, to stage the entry's slot
+      // ahead (timing_wheel::wake_for).
+      arm_if_earlier(queue_.driver().wheel().wake_for(deadline));
     }
     if (slot_handler != nullptr) {
       op->cancellation_ = slot_handler; // else null, as built
