@@ -58,7 +58,8 @@
 // advance(), after entries already due at that tick. Staging keeps it: every move takes
 // the head of a list and appends it to a list downstream (source -> stage bucket -> next
 // stage's bucket), so the lists an entry passes through form one FIFO per tick; an insert
-// goes to the most refined list whose upstream lists are all empty (link_next()).
+// goes to its window's source while that waits, else to the stage (window_slot()), and
+// rewind() re-files into the most refined list (link_refined()).
 //
 // Rewind. Time moves forward only through advance(); rewind(now) moves it back, for a clock
 // stepped back, so that deadlines behind the old time but ahead of the clock are filed at
@@ -141,7 +142,7 @@ public:
   }
 
   // Links `node` to expire at `deadline`. Precondition: the node is not linked.
-  void insert(wheel_node& node, tick_type deadline) noexcept {
+  [[gnu::always_inline]] void insert(wheel_node& node, tick_type deadline) noexcept {
     assert(!node.is_linked());
     node.deadline_ = deadline;
     link(node, deadline < elapsed_ ? elapsed_ : deadline);
@@ -208,27 +209,33 @@ public:
     return best;
   }
 
+  // A tick no later than wake_for(deadline), in a few instructions: the deadline, or the
+  // next multiple of 64 ticks if earlier (no upper-level slot is staged before it). An
+  // owner whose alarm is armed for this or earlier needs no wake_for().
+  tick_type wake_bound(tick_type deadline) const noexcept {
+    // Wraps to 0 in the last 64 ticks of the range: then wake_for() decides.
+    const tick_type boundary = (elapsed_ | (slots_per_level - 1)) + 1;
+    return deadline < boundary ? deadline : boundary;
+  }
+
   // The tick by which advance() must next be called once an entry is inserted for
-  // `deadline` (from now on, with nothing else changed): the deadline itself for level 0;
-  // else the tick where its slot becomes its level's next, to be staged; now() if it would
-  // join a source that waits to be staged. Never later than the effective deadline, and
-  // next_expiry() after that insert is no earlier than min(this, next_expiry() before). An
-  // owner arms its alarm for it when it files a deadline between its turns, which re-arm
-  // from next_expiry(). O(1).
+  // `deadline` (from now on, with nothing else changed): the deadline itself for level 0,
+  // or for a window that needs no more staging; the tick where the entry's slot becomes its
+  // level's next, to be staged; now() if it joins a source that waits. Never later than the
+  // effective deadline; next_expiry() after that insert is no earlier than min(this,
+  // next_expiry() before). An owner that files a deadline between its turns (which re-arm
+  // from next_expiry()) arms its alarm for it. O(1), a few instructions more than the
+  // deadline on the path of a wait.
   tick_type wake_for(tick_type deadline) const noexcept {
     const tick_type when = deadline < elapsed_ ? elapsed_ : deadline;
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
+    const unsigned shift = level * slot_bits;
+    const tick_type digits = when >> shift;
     if (level == 0)
       return when;
-    const unsigned index = wheel_geometry::digit_of(when, level);
-    if (index != wheel_geometry::digit_of(elapsed_, level) + 1)
-      return wheel_geometry::slot_start(elapsed_, level, index - 1);
-    // The level's next slot: staged at once unless its source waits; bucket 0 of the stage
-    // is re-filed once the stage below chains to it.
-    if (lists_[level_bank_[level] * slots_per_level + index].first != nullptr)
-      return elapsed_;
-    const tick_type chain = window_start(level) - (tick_type{1} << ((level - 1) * slot_bits));
-    return chain > elapsed_ ? chain : elapsed_;
+    if (digits != (elapsed_ >> shift) + 1)
+      return (digits - 1) << shift; // the start of the slot before
+    return wake_for_window(when, level, static_cast<unsigned>(digits & (slots_per_level - 1)));
   }
 
   // Moves time to `now` (an earlier value than now() counts as now()) and calls
@@ -297,38 +304,43 @@ public:
     if (now >= elapsed_)
       return;
     const unsigned top = wheel_geometry::level_of(elapsed_, now);
-    // Chained through next_: the levels, each before the next and slot by slot in the order
-    // they come due; then the stages, downstream first (an entry of a tick in S_j is older
-    // than one of that tick in S_{j+1}: the later moves down after it).
+    // Chained through next_, so that the entries of one tick keep their order: first the
+    // stages, downstream first (an entry of a tick in S_j is older than one of that tick in
+    // S_{j+1}, or in the slot S_j is fed from: it moved, or was inserted, first); then the
+    // levels, each before the next and slot by slot in the order they come due (the entries
+    // that become due at once, deadlines before `now`, keep their order of expiry).
     wheel_node* chain = nullptr;
     wheel_node** tail = &chain;
-    for (unsigned level = 0; level <= top; ++level)
-      take_bank(level_bank_[level], tail);
     for (unsigned j = 1; j <= top; ++j)
       take_bank(stage_bank_[j], tail);
-    // Bucket 0 of the stage above: its downstream (S_top, chained to it before and not
-    // after) comes back into it, ahead of what it holds.
-    wheel_node* upstream = nullptr;
+    for (unsigned level = 0; level <= top; ++level)
+      take_bank(level_bank_[level], tail);
+    // Bucket 0 of the stage above: what had moved down from it (S_top, chained to it before
+    // and not after) comes back into it, ahead of what it still holds. Set aside, then
+    // spliced back behind: O(1).
+    slot_list upstream;
     if (top + 1 < num_levels) {
       slot_list& list = lists_[stage_bank_[top + 1] * slots_per_level];
-      if (list.first != nullptr) {
-        upstream = list.first;
-        list.last->next_ = nullptr;
-        list.first = list.last = nullptr;
-        bits_[stage_bank_[top + 1]] &= ~tick_type{1};
-      }
+      upstream = list;
+      list.first = list.last = nullptr;
+      bits_[stage_bank_[top + 1]] &= ~tick_type{1};
     }
-    *tail = nullptr;
     elapsed_ = now;
     while (chain != nullptr) {
       wheel_node& node = *chain;
       chain = node.next_;
-      place<true>(node, node.deadline_ < elapsed_ ? elapsed_ : node.deadline_);
+      link_refined(node, node.deadline_ < elapsed_ ? elapsed_ : node.deadline_);
     }
-    while (upstream != nullptr) {
-      wheel_node& node = *upstream;
-      upstream = node.next_;
-      append(node, stage_bank_[top + 1] * slots_per_level);
+    if (upstream.first != nullptr) {
+      slot_list& list = lists_[stage_bank_[top + 1] * slots_per_level];
+      if (list.last == nullptr) {
+        list = upstream;
+        bits_[stage_bank_[top + 1]] |= tick_type{1};
+      } else {
+        list.last->next_ = upstream.first;
+        upstream.first->prev_ = list.last;
+        list.last = upstream.last;
+      }
     }
     staging_pending_ = true;
   }
@@ -542,40 +554,62 @@ private:
     return true;
   }
 
-  void link(wheel_node& node, tick_type when) noexcept {
+  // Inline: on the path of every wait (timer_queue::file), as it was before staging.
+  [[gnu::always_inline]] void link(wheel_node& node, tick_type when) noexcept {
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
-    const unsigned index = wheel_geometry::digit_of(when, level);
-    if (level != 0 && index == wheel_geometry::digit_of(elapsed_, level) + 1)
-      place<false>(node, when);
-    else
-      append(node, level_bank_[level] * slots_per_level + index);
+    const unsigned shift = level * slot_bits;
+    const tick_type digits = when >> shift; // the slot, and the digits above it
+    unsigned slot = level_bank_[level] * slots_per_level +
+                    static_cast<unsigned>(digits & (slots_per_level - 1));
+    // A level's next slot (its window) is staged: out of line, the rest is the hot path.
+    if (level != 0 && digits == (elapsed_ >> shift) + 1)
+      slot = window_slot(when, level, slot);
+    append(node, slot);
   }
 
-  // Files `node` for `when`. Into a level's next slot (its window's), the entry goes to the
-  // most refined list of the chain source -> S_j -> S_{j-1}... whose upstream lists are
-  // empty (`Forced`: to the most refined list regardless, for rewind(), which puts the
-  // upstream back behind).
-  template <bool Forced>
-  void place(wheel_node& node, tick_type when) noexcept {
+  // wake_for() of a deadline in the window of `level` (its slot `index`).
+  [[gnu::noinline]] tick_type wake_for_window(tick_type when, unsigned level,
+                                              unsigned index) const noexcept {
+    if (lists_[level_bank_[level] * slots_per_level + index].first != nullptr)
+      return elapsed_; // joins the source, which waits
+    if (level == 1)
+      return when; // in S_1, at its own tick
+    if (wheel_geometry::digit_of(when, level - 1) != 0)
+      return window_start(level); // in its stage: the window comes, the next slot is staged
+    // Bucket 0, staged further once the stage below chains to it.
+    const tick_type chain = window_start(level) - (tick_type{1} << ((level - 1) * slot_bits));
+    return chain > elapsed_ ? chain : elapsed_;
+  }
+
+  // Where an entry for `when` in the window of `level` goes: the window's source (`source`)
+  // while that still waits to be staged (behind the entries there, which are older), else
+  // its stage, one step (bucket 0 of a stage that the stage below chains to is a source too,
+  // staged further by the next turn).
+  [[gnu::noinline]] unsigned window_slot(tick_type when, unsigned level, unsigned source) noexcept {
+    if (lists_[source].first != nullptr) {
+      staging_pending_ = true;
+      return source;
+    }
+    const unsigned bucket = wheel_geometry::digit_of(when, level - 1);
+    if (bucket == 0 && level > 1 && chained(level - 1))
+      staging_pending_ = true;
+    return stage_bank_[level] * slots_per_level + bucket;
+  }
+
+  // Files `node` for `when` where staging would have taken it: into a window, the most
+  // refined stage of the chain source -> S_j -> S_{j-1}..., whatever the lists upstream
+  // hold. For rewind(), which re-files entries older than every entry of their tick left
+  // upstream.
+  void link_refined(wheel_node& node, tick_type when) noexcept {
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
     const unsigned index = wheel_geometry::digit_of(when, level);
     unsigned slot = level_bank_[level] * slots_per_level + index;
     if (level != 0 && index == wheel_geometry::digit_of(elapsed_, level) + 1) {
-      if (!Forced && lists_[slot].first != nullptr) {
-        staging_pending_ = true;
-      } else {
-        unsigned j = level;
-        for (;;) {
-          const unsigned bucket = wheel_geometry::digit_of(when, j - 1);
-          slot = stage_bank_[j] * slots_per_level + bucket;
-          if (bucket != 0 || j == 1 || !chained(j - 1))
-            break;
-          if (!Forced && lists_[slot].first != nullptr) {
-            staging_pending_ = true;
-            break;
-          }
-          --j;
-        }
+      for (unsigned j = level;; --j) {
+        const unsigned bucket = wheel_geometry::digit_of(when, j - 1);
+        slot = stage_bank_[j] * slots_per_level + bucket;
+        if (bucket != 0 || j == 1 || !chained(j - 1))
+          break;
       }
     }
     append(node, slot);
