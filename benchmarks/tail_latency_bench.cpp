@@ -29,6 +29,14 @@
 //   --trace FILE              lateness against due time, for the plot: per 5 ms of due
 //                             time the worst lateness, one gnuplot block per run of the
 //                             largest N (first repetition)
+//   --core                    instead, the wheel alone (detail::timing_wheel, no Asio): the
+//                             same N and shapes, advanced tick by tick as the driver does
+//                             (its budgets: 4096 expiries, 2048 moves per turn; staging
+//                             turns run between ticks), each turn's thread CPU time
+//                             measured: the worst turn, and the worst tick (from its first
+//                             turn until its expiries are done). Other load on the machine
+//                             does not count in it. --trace: per tick of the largest N,
+//                             that CPU time (blocks: spread, burst).
 //   --json FILE               results as JSON
 //   --no-progress             nothing on stderr
 //
@@ -37,6 +45,8 @@
 
 #include "support/bench_support.hpp"
 
+#include <asio_wheel/detail/timing_wheel.hpp>
+#include <asio_wheel/detail/wheel_driver.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/error.hpp>
@@ -48,10 +58,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -67,6 +79,7 @@ struct config : bench::report_options {
   std::string shape = "both";
   int repeat = 3;
   std::string trace;
+  bool core = false;
 };
 
 config cfg;
@@ -104,7 +117,9 @@ void parse_args(int argc, char** argv) {
     else if (args.is("--quick")) {
       cfg.sizes = {10'000, 100'000, 1'000'000};
       cfg.repeat = 1;
-    } else if (args.is("--trace"))
+    } else if (args.is("--core"))
+      cfg.core = true;
+    else if (args.is("--trace"))
       cfg.trace = args.value();
     else
       args.unknown();
@@ -219,6 +234,65 @@ result run_once(std::size_t n, const shape& sh, std::uint64_t seed, std::FILE* t
   return r;
 }
 
+double thread_cpu_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// --core: the wheel alone, as its driver runs it (see the header).
+void run_core(std::size_t n, const shape& sh, std::uint64_t seed, std::FILE* trace) {
+  using asio_wheel::detail::tick_type;
+  using asio_wheel::detail::wheel_node;
+  using driver = asio_wheel::detail::wheel_driver<clock_type>;
+  // A tick of 1 ms since boot, as steady_clock gives on Linux: the digits matter.
+  const tick_type start = 2'601'234;
+  const auto ms = [](clock_type::duration d) {
+    return static_cast<tick_type>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  asio_wheel::detail::timing_wheel w(start);
+  w.set_cascade_limit(driver::cascade_budget);
+  std::vector<wheel_node> nodes(n);
+  std::mt19937_64 rng(seed);
+  const tick_type from = ms(sh.from), width = ms(sh.to) - ms(sh.from);
+  for (wheel_node& x : nodes)
+    w.insert(x, start + from + rng() % width);
+  std::vector<double> turns, ticks;
+  std::size_t expired = 0;
+  const auto turn = [&](tick_type t) {
+    const double a = thread_cpu_us();
+    const bool done = w.advance(t, driver::expiry_budget, [&](wheel_node&) { ++expired; });
+    turns.push_back(thread_cpu_us() - a);
+    return done;
+  };
+  if (trace != nullptr)
+    std::fprintf(trace, "# core %s n=%zu: due (s), CPU time of the tick's turns (ms)\n", sh.name,
+                 n);
+  for (tick_type t = start + 1; !w.empty(); ++t) {
+    const double a = thread_cpu_us();
+    while (!turn(t)) {
+    }
+    ticks.push_back(thread_cpu_us() - a);
+    if (trace != nullptr)
+      std::fprintf(trace, "%.3f %.4f\n", static_cast<double>(t - start) * 1e-3, ticks.back() / 1e3);
+    while (!w.empty() && w.next_expiry() == w.now())
+      turn(t);
+  }
+  if (trace != nullptr)
+    std::fprintf(trace, "\n\n");
+  std::sort(turns.begin(), turns.end());
+  std::sort(ticks.begin(), ticks.end());
+  const auto at = [](const std::vector<double>& v, double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+  };
+  std::printf("| %s | %zu | %zu | %.0f | %.0f | %.0f | %.0f | %.0f |\n", sh.name, n, turns.size(),
+              at(turns, 0.99), at(turns, 0.999), turns.back(), at(ticks, 0.99), ticks.back());
+  std::fflush(stdout);
+  if (expired != n)
+    throw std::runtime_error("core: " + std::to_string(expired) + " of " + std::to_string(n) +
+                             " expired");
+}
+
 result median_of(const std::vector<result>& rs) {
   auto med = [&](auto field) {
     std::vector<double> v;
@@ -256,6 +330,18 @@ int main(int argc, char** argv) {
       impls.push_back("steady");
     if (cfg.impl != "steady")
       impls.push_back("wheel");
+    if (cfg.core) {
+      std::printf("| shape | N | turns | turn CPU p99 (us) | p99.9 (us) | max (us) | tick CPU "
+                  "p99 (us) | max (us) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      const std::size_t most = *std::max_element(cfg.sizes.begin(), cfg.sizes.end());
+      std::FILE* trace = cfg.trace.empty() ? nullptr : std::fopen(cfg.trace.c_str(), "w");
+      for (const shape& sh : shapes)
+        for (const std::size_t n : cfg.sizes)
+          run_core(n, sh, cfg.seed, n == most ? trace : nullptr);
+      if (trace != nullptr)
+        std::fclose(trace);
+      return 0;
+    }
     const std::size_t largest = *std::max_element(cfg.sizes.begin(), cfg.sizes.end());
     std::FILE* trace = cfg.trace.empty() ? nullptr : std::fopen(cfg.trace.c_str(), "w");
     std::FILE* json = cfg.json.empty() ? nullptr : std::fopen(cfg.json.c_str(), "w");
