@@ -30,14 +30,16 @@ set yrange [0.01:100]
 if (exists("core")) {
   set ylabel "CPU time of the tick's turns (ms)"
   set yrange [0.001:100]
-  set title "core, spread: due over [5 s, 13 s]"
-  set xrange [5:13]
-  plot before index 0 using 1:2 with points pt 7 ps 0.3 lc rgb "#d62728" title "before", \
-       after index 0 using 1:2 with points pt 7 ps 0.3 lc rgb "#1f77b4" title "after"
-  set title "core, burst: due over [5 s, 6 s]"
-  set xrange [5:6]
-  plot before index 1 using 1:2 with points pt 7 ps 0.3 lc rgb "#d62728" title "before", \
-       after index 1 using 1:2 with points pt 7 ps 0.3 lc rgb "#1f77b4" title "after"
+  do for [k = 0:1] {
+    set title (k == 0 ? "core, spread: due over [5 s, 13 s]" : "core, burst: due over [5 s, 6 s]")
+    set xrange [5:(k == 0 ? 13 : 6)]
+    if (exists("before")) {
+      plot before index k using 1:2 with points pt 7 ps 0.3 lc rgb "#d62728" title "before", \
+           after index k using 1:2 with points pt 7 ps 0.3 lc rgb "#1f77b4" title "after"
+    } else {
+      plot after index k using 1:2 with points pt 7 ps 0.3 lc rgb "#1f77b4" title "wheel"
+    }
+  }
   unset multiplot
   exit
 }
