@@ -145,12 +145,15 @@ public:
   [[gnu::always_inline]] void insert(wheel_node& node, tick_type deadline) noexcept {
     assert(!node.is_linked());
     node.deadline_ = deadline;
-    link(node, deadline < elapsed_ ? elapsed_ : deadline);
+    // Counted first: link() then ends in its last call (a jump, for a window), and keeps
+    // nothing across it.
     ++size_;
+    link(node, deadline < elapsed_ ? elapsed_ : deadline);
   }
 
   // Unlinks `node` from the wheel. Precondition: the node is linked in this wheel.
-  void remove(wheel_node& node) noexcept {
+  // Inline: on the path of every reset (timer_queue::file), as it was before staging.
+  [[gnu::always_inline]] void remove(wheel_node& node) noexcept {
     assert(node.is_linked());
     unlink(node);
     --size_;
@@ -559,12 +562,18 @@ private:
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
     const unsigned shift = level * slot_bits;
     const tick_type digits = when >> shift; // the slot, and the digits above it
-    unsigned slot = level_bank_[level] * slots_per_level +
-                    static_cast<unsigned>(digits & (slots_per_level - 1));
-    // A level's next slot (its window) is staged: out of line, the rest is the hot path.
+    const unsigned slot = level_bank_[level] * slots_per_level +
+                          static_cast<unsigned>(digits & (slots_per_level - 1));
+    // A level's next slot (its window) is staged: out of line, and last (a tail call, so the
+    // hot path saves no register for it).
     if (level != 0 && digits == (elapsed_ >> shift) + 1)
-      slot = window_slot(when, level, slot);
+      return link_window(node, when, level, slot);
     append(node, slot);
+  }
+
+  [[gnu::noinline]] void link_window(wheel_node& node, tick_type when, unsigned level,
+                                     unsigned source) noexcept {
+    append(node, window_slot(when, level, source));
   }
 
   // wake_for() of a deadline in the window of `level` (its slot `index`).
@@ -585,7 +594,7 @@ private:
   // while that still waits to be staged (behind the entries there, which are older), else
   // its stage, one step (bucket 0 of a stage that the stage below chains to is a source too,
   // staged further by the next turn).
-  [[gnu::noinline]] unsigned window_slot(tick_type when, unsigned level, unsigned source) noexcept {
+  unsigned window_slot(tick_type when, unsigned level, unsigned source) noexcept {
     if (lists_[source].first != nullptr) {
       staging_pending_ = true;
       return source;
@@ -646,7 +655,7 @@ private:
     ++size_;
   }
 
-  void unlink(wheel_node& node) noexcept {
+  [[gnu::always_inline]] void unlink(wheel_node& node) noexcept {
     const unsigned slot = node.slot_;
     slot_list& list = lists_[slot];
     wheel_node* const next = node.next_;
