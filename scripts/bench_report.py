@@ -358,6 +358,40 @@ def precision_section(prec):
     return out
 
 
+# ---- tail latency ------------------------------------------------------------------------
+def tail_latency_section(r):
+    out = ["## Tail latency: many timers armed at once", ""]
+    tl = r.load("tail_latency.json")
+    if not tl:
+        return out + ["Not run.", ""]
+    out += ["`tail_latency_bench`: N timers armed at once, then `run()` on one thread "
+            "(`io_context(1)`, 1 ms tick), due uniformly over [5 s, 13 s] (spread) or [5 s, 6 s] "
+            "(burst); lateness at handler entry, and the loop's worst stall by a 1 ms "
+            f"`asio::steady_timer` probe. Medians of the repetitions; load average {tl.get('loadavg', '?')}.", ""]
+    names = {"steady": "asio::steady_timer", "wheel": "asio_wheel::wheel_timer"}
+    rows = [[x["shape"], num(x["n"]), names.get(x["impl"], x["impl"]), f"{x['p50_ms']:.2f} ms",
+             f"{x['p99_ms']:.2f} ms", f"{x['p999_ms']:.2f} ms", f"{x['max_ms']:.2f} ms",
+             f"{x['probe_max_ms']:.2f} ms", num(x["early"])] for x in tl.get("runs", [])]
+    out += table(["shape", "N", "", "p50", "p99", "p99.9", "max", "probe max", "early"], rows) + [""]
+    if os.path.exists(r.path("tail_latency.trace.dat")) and r.gnuplot(
+            "tail_latency.gnuplot", after=r.path("tail_latency.trace.dat"),
+            outfile=r.path("tail_latency.png")):
+        out += ["![lateness against due time](results/tail_latency.png)", ""]
+    core = r.path("tail_latency_core.txt")
+    if os.path.exists(core):
+        with open(core) as f:
+            text = [l.rstrip("\n") for l in f if l.startswith("|")]
+        out += ["The wheel alone (`--core`): `detail::timing_wheel` advanced tick by tick with the "
+                "driver's budgets, each turn's thread CPU time (the machine's other load does not "
+                "count); a tick's time runs from its first turn until its expiries are done.", ""]
+        out += text + [""]
+        if os.path.exists(r.path("tail_latency_core.trace.dat")) and r.gnuplot(
+                "tail_latency.gnuplot", core=1, after=r.path("tail_latency_core.trace.dat"),
+                outfile=r.path("tail_latency_core.png")):
+            out += ["![the wheel alone](results/tail_latency_core.png)", ""]
+    return out
+
+
 # ---- callgrind ---------------------------------------------------------------------------
 def callgrind_section(r):
     out = ["## Instructions per operation (callgrind)", ""]
@@ -680,6 +714,7 @@ def main(argv):
     out += threads_section()
     out += idle_section(scen)
     out += precision_section(prec)
+    out += tail_latency_section(r)
     out += callgrind_section(r)
     out += wheel_timer_bench_section(r)
     out += gbench_sections(r)

@@ -101,22 +101,25 @@ TEST_CASE("per-level counts, next expiry, lazy re-files and empty turns") {
     sum += n;
   CHECK(sum == 3);
   REQUIRE(s.next_expiry);
-  CHECK(*s.next_expiry == 10ms);
+  // 10 ms, or earlier when the driver wakes first to stage the upper slot of `a` (its
+  // deadline across a boundary of 64 ticks) or of `b` ahead of time.
+  CHECK(*s.next_expiry <= 10ms);
 
-  // `a` re-armed for later: it stays at its tick, and is filed again when that comes.
+  // `a` re-armed for later: it stays at its tick, and is filed again when that comes. Every
+  // turn so far found no wait due: that one, and any that only staged an upper slot.
   a.expires_after(50ms); // aborts the wait
   a.async_wait(ignore);
   vt.advance(10ms);
   s = asio_wheel::get_statistics<vclock>(io);
   CHECK(s.lazy_refiles == 1);
-  CHECK(s.driver_turns == 1);
-  CHECK(s.empty_turns == 1);
+  CHECK(s.driver_turns >= 1);
+  CHECK(s.empty_turns == s.driver_turns);
   CHECK(s.waits_aborted == 1);
   CHECK(s.timers_pending == 3);
   vt.advance(40ms);
   s = asio_wheel::get_statistics<vclock>(io);
   CHECK(s.waits_succeeded == 1);
-  CHECK(s.empty_turns == 1);
+  CHECK(s.driver_turns - s.empty_turns == 1); // the turn that completed `a`'s wait
   a.cancel();
   b.cancel();
   c.cancel();
@@ -158,7 +161,8 @@ TEST_CASE("budget turns: more expiries in one tick than one turn's budget") {
   const auto s = asio_wheel::get_statistics<vclock>(io);
   CHECK(s.waits_succeeded == 5000);
   CHECK(s.budget_turns == 1);
-  CHECK(s.driver_turns == 2);
+  // The turn cut short and its continuation; any other only staged ahead (empty).
+  CHECK(s.driver_turns - s.empty_turns == 2);
   CHECK(s.largest_batch == 4096);
   CHECK(s.batches == 2);
 }

@@ -10,6 +10,8 @@
 // checked against an unlimited twin fed the same operations.
 //
 
+#include "reference_wheel.hpp"
+
 #include <asio_wheel/detail/timing_wheel.hpp>
 
 #include <doctest/doctest.h>
@@ -144,4 +146,90 @@ TEST_CASE("with a cascade limit, a removal can empty the slot being re-filed") {
   CHECK_FALSE(w.next_expiry().has_value());
   CHECK(w.advance(6000, timing_wheel::unlimited, [&](wheel_node&) { ++expired; }));
   CHECK(expired == 0);
+}
+
+// Issue #36: no expiry waits behind a cascade. The owner calls advance() once per tick (its
+// alarm's turn), and again at once while next_expiry() says now() (work to do ahead of
+// time, which a real owner runs as separate turns between other handlers). With a cascade
+// limit, the first call at each tick must expire every entry due by then, in the model's
+// order, and report done: a slot of any size is re-filed before its first tick comes, never
+// while its entries are due. Before the fix, the slot was re-filed when its first tick came,
+// a limit's worth per call, with the tick's expiries behind it.
+TEST_CASE("no expiry waits behind a cascade: with a cascade limit, every entry due at a tick "
+          "expires in that tick's advance, whatever the size of the upper slot") {
+  using asio_wheel::test::reference_wheel;
+  struct scenario {
+    const char* what;
+    tick_type start;
+    tick_type from, to; // deadlines uniform in [from, to)
+    std::size_t entries;
+    std::size_t limit;
+    bool every_tick; // else the owner sleeps until next_expiry()
+  };
+  const scenario scenarios[] = {
+      // The next level-2 slot, and one two slots ahead (staged once it becomes next).
+      {"one level-2 slot, next", 0, 4096, 8192, 30'000, 64, true},
+      {"one level-2 slot, ahead", 100, 3 * 4096, 4 * 4096, 30'000, 64, false},
+      // Deadlines just across a level-3 boundary: filed on level 3, due within 2000 ticks
+      // of it, through the chained stages S_3 -> S_2 -> S_1.
+      {"across a level-3 boundary", 262'144 - 3'000, 262'144, 262'144 + 2'000, 20'000, 32, true},
+      // Across a level-4 boundary, from far: the entries cross the level-2 and level-3
+      // boundaries of the window too; the owner sleeps between wakes.
+      {"across a level-4 boundary", 16'777'216 - 300'000, 16'777'216 - 50, 16'777'216 + 9'000,
+       40'000, 128, false},
+  };
+  for (const scenario& s : scenarios) {
+    const std::string what = s.what;
+    CAPTURE(what);
+    std::mt19937_64 rng(s.entries + s.start);
+    std::vector<node> nodes(s.entries);
+    timing_wheel wheel(s.start);
+    // Unlinks what a failed check left in the wheel, before either is destroyed.
+    struct unlink_all {
+      timing_wheel& w;
+      std::vector<node>& ns;
+      ~unlink_all() {
+        for (auto& n : ns)
+          if (n.is_linked())
+            w.remove(n);
+      }
+    } guard{wheel, nodes};
+    wheel.set_cascade_limit(s.limit);
+    reference_wheel model(s.entries, s.start);
+    for (std::size_t i = 0; i < s.entries; ++i) {
+      nodes[i].id = static_cast<int>(i);
+      const tick_type d = s.from + rng() % (s.to - s.from);
+      wheel.insert(nodes[i], d);
+      model.insert(static_cast<asio_wheel::test::node_id>(i), d);
+    }
+    std::size_t ticks = 0, turns = 0, expired = 0;
+    while (!wheel.empty()) {
+      // Turns between ticks, while there is work to do ahead of time.
+      while (wheel.next_expiry() == wheel.now()) {
+        ++turns;
+        REQUIRE(turns < 10'000'000);
+        REQUIRE(wheel.advance(wheel.now(), timing_wheel::unlimited,
+                              [](wheel_node&) { FAIL("an expiry between ticks"); }));
+      }
+      const auto next = wheel.next_expiry();
+      REQUIRE(next.has_value());
+      const tick_type t = s.every_tick ? wheel.now() + 1 : *next;
+      CAPTURE(t);
+      std::vector<int> got, want;
+      const bool done = wheel.advance(t, timing_wheel::unlimited, [&](wheel_node& n) {
+        got.push_back(static_cast<node&>(n).id);
+      });
+      model.advance(t, timing_wheel::unlimited, [&](asio_wheel::test::node_id id, tick_type) {
+        want.push_back(static_cast<int>(id));
+      });
+      REQUIRE(done);
+      REQUIRE(got == want);
+      REQUIRE(wheel.now() == t);
+      expired += got.size();
+      ++ticks;
+    }
+    wheel.check_invariants();
+    CHECK(expired == s.entries);
+    MESSAGE(what << ": " << ticks << " ticks, " << turns << " turns of work between them");
+  }
 }

@@ -44,6 +44,8 @@ struct run_config {
   bool check_in_callbacks;
   // See random_profile: 0 for a wild mix, higher for crowded wheels.
   unsigned huge_jump_rarity;
+  // The wheel's cascade limit (0: none): small ones leave staging unfinished across calls.
+  std::size_t cascade_limit = 0;
 };
 
 // A wheel's behaviour depends on the absolute digits of its ticks, not only on differences,
@@ -74,9 +76,12 @@ std::size_t run(const run_config& config) {
   // The whole pool each step would dominate the run time for the large pools; the nodes a
   // step touched are compared every step anyway.
   opts.full_node_check_period = 64;
+  if (config.cascade_limit != 0)
+    opts.cascade_limit = config.cascade_limit;
   const random_profile profile{config.huge_jump_rarity};
 
   std::size_t done = 0;
+  std::uint64_t interrupted = 0;
   for (std::size_t epoch = 0; done < config.operations; ++epoch) {
     differential_harness h(config.node_count, random_start(in), opts);
     h.set_context("seed " + std::to_string(config.seed) + ", " + std::to_string(config.node_count) +
@@ -89,7 +94,11 @@ std::size_t run(const run_config& config) {
     }
     // Everything left must come out, in order, in one unlimited advance.
     h.advance(max_tick);
+    interrupted += h.interrupted();
   }
+  // A limited run means something only if the limit actually stopped the wheel.
+  if (config.cascade_limit != 0 && interrupted == 0)
+    throw std::logic_error("the cascade limit never stopped an advance()");
   return done;
 }
 
@@ -164,6 +173,20 @@ TEST_SUITE("timing_wheel differential") {
         {1, 8, 150'000, true, 0},      {2, 16, 150'000, false, 0},   {3, 64, 150'000, false, 0},
         {4, 32, 150'000, true, 3},     {5, 256, 150'000, false, 0},  {6, 256, 150'000, false, 5},
         {7, 1'000, 100'000, false, 3}, {8, 2'000, 70'000, false, 5},
+    };
+    for (const run_config& config : configs)
+      run_checked(config);
+  }
+
+  TEST_CASE("random operations against the model, with small cascade limits") {
+    // Issue #36: the staging of each level's next slot is spread over advance() calls, a
+    // few moves each, so sources stay half staged while entries are inserted into them,
+    // removed from stages, expired around them, and windows come due before their staging
+    // is done. Crowded wheels (rare huge jumps) keep the stages full.
+    const run_config configs[] = {
+        {11, 16, 100'000, true, 0, 1},    {12, 64, 100'000, true, 3, 2},
+        {13, 256, 100'000, false, 5, 1},  {14, 256, 100'000, false, 3, 7},
+        {15, 1'000, 80'000, false, 5, 3}, {16, 2'000, 60'000, false, 5, 16},
     };
     for (const run_config& config : configs)
       run_checked(config);

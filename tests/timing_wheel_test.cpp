@@ -230,13 +230,14 @@ TEST_SUITE("timing_wheel") {
           CHECK(str(f.advance(deadline)) == "0@" + std::to_string(deadline));
         }
         {
-          // Follow next_expiry(): each step either re-files an upper slot or expires, one
-          // step per level at most, never past the deadline.
+          // Follow next_expiry(): each step stages a level's next slot, enters a window or
+          // expires, two steps per level at most (the wake when the entry's slot becomes
+          // its level's next, and entering it), never past the deadline.
           wheel_fixture f(1, start);
           f.insert(0, deadline);
           std::vector<expiry> fired;
           unsigned steps = 0;
-          while (fired.empty() && steps++ <= timing_wheel::num_levels) {
+          while (fired.empty() && steps++ <= 2 * timing_wheel::num_levels) {
             const std::optional<tick_type> next = f.wheel.next_expiry();
             REQUIRE(next.has_value());
             CHECK(*next >= f.wheel.now());
@@ -441,13 +442,15 @@ TEST_SUITE("timing_wheel") {
   TEST_CASE("remove from every level") {
     for (unsigned level = 0; level < timing_wheel::num_levels; ++level) {
       CAPTURE(level);
-      // From start 0, a deadline whose highest non-zero digit is `level` is filed there;
-      // next_expiry() reports that slot's first tick, which shows where it went.
+      // From start 0, a deadline whose highest non-zero digit is `level` is filed there
+      // (slot 5, not the level's next slot, which is staged ahead): level_size() shows
+      // where it went; next_expiry() wakes no later than the tick where the slot is next.
       const tick_type slot_tick = (level == 10 ? 3 : 5) * pow64(level);
       const tick_type deadline = slot_tick + (level == 0 ? 0 : 9);
       wheel_fixture f(3);
       f.insert(0, deadline);
-      CHECK(f.wheel.next_expiry() == slot_tick);
+      CHECK(f.wheel.level_size(level) == 1);
+      CHECK(f.wheel.next_expiry() == (level == 0 ? slot_tick : slot_tick - pow64(level)));
       f.remove(0);
       CHECK_FALSE(f.nodes[0].is_linked());
       CHECK(f.wheel.empty());

@@ -480,3 +480,38 @@ TEST_CASE("heartbeat server: 10k connections, 2 hours of virtual time, determini
   CHECK(a.wheel.lateness[0] == a.wheel.lateness_count()); // virtual time: never late
   CHECK(a.wheel.waits_pending() == a.wheel.timers_pending);
 }
+
+// Issue #36: 1e5 timers in one level-2 slot of the wheel (ticks [8192, 12288) of a 1 ms
+// tick), run on virtual time. Each completes on its own tick (the handler sees now() at its
+// expiry), in the first turn of that tick: no driver turn stops at its budget, so none of
+// the expiries waited for the slot's entries to be re-filed when the slot came due (before
+// the fix, that cascade took seven turns of 16384 entries, the slot's first expiries
+// behind them).
+TEST_CASE("1e5 timers in one level-2 slot: every expiry is on its tick, none behind a cascade") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  constexpr std::size_t count = 100'000;
+  const vclock::time_point origin = vclock::now();
+  std::vector<std::unique_ptr<vtimer>> timers;
+  timers.reserve(count);
+  std::mt19937_64 rng(36);
+  std::size_t fired = 0, off_tick = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    timers.push_back(std::make_unique<vtimer>(io));
+    vtimer& t = *timers.back();
+    t.expires_at(origin + std::chrono::milliseconds(8192 + 8 + rng() % (4096 - 16)));
+    t.async_wait([&, &t = t](std::error_code ec) {
+      CHECK_FALSE(ec);
+      ++fired;
+      off_tick += vclock::now() != t.expiry();
+    });
+  }
+  vt.run();
+  CHECK(fired == count);
+  CHECK(off_tick == 0);
+  const asio_wheel::wheel_statistics s = asio_wheel::get_statistics<vclock>(io);
+  CHECK(s.budget_turns == 0);
+  CHECK(s.lateness[0] == count);
+  MESSAGE("driver turns " << s.driver_turns << ", empty turns " << s.empty_turns
+                          << ", largest batch " << s.largest_batch);
+}

@@ -83,7 +83,8 @@ struct wheel_statistics {
   /// the wheel, or the continuation of a turn that hit its budget).
   std::uint64_t driver_turns = 0;
   /// Of driver_turns: turns that found no wait due (woken for a tick whose waits had been
-  /// cancelled, or re-armed for later: the cost of lazy re-arm; or a cascade-only turn).
+  /// cancelled, or re-armed for later: the cost of lazy re-arm; or a turn that only staged
+  /// an upper-level slot ahead of time).
   std::uint64_t empty_turns = 0;
   /// Timers found at their filed tick with waits re-armed for a later expiry, and filed
   /// again (lazy re-arm: one re-file per tick reached, however many re-arms).
@@ -95,9 +96,10 @@ struct wheel_statistics {
   std::uint64_t batches = 0;
   /// The largest batch so far, in waits.
   std::uint64_t largest_batch = 0;
-  /// Driver turns that stopped at the expiry budget (4096 expiries) or the cascade budget
-  /// (16384 re-filed entries) and left the rest to a new turn, so that the context's other
-  /// handlers get a turn.
+  /// Driver turns that stopped at the expiry budget (4096 expiries) or, for an upper-level
+  /// slot that came due before it could be staged ahead, the cascade budget (2048 re-filed
+  /// entries), and left the rest to a new turn, so that the context's other handlers get a
+  /// turn. Turns that only stage entries ahead of their slot are not counted.
   std::uint64_t budget_turns = 0;
 
   /// Lateness of the timer expiries completed by the driver, in ticks: how many whole ticks

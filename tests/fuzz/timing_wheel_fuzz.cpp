@@ -92,6 +92,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   differential_harness::options opts;
   opts.check_invariants_in_callbacks = in.bits(1) != 0;
+  // Half the inputs run with a small cascade limit (1 to 8 moves per advance), so that the
+  // staging of the levels' next slots spans calls and windows come due half staged.
+  if (in.bits(1) != 0)
+    opts.cascade_limit = 1 + static_cast<std::size_t>(in.bits(3));
 
   try {
     differential_harness h(node_count, start, opts);

@@ -262,6 +262,13 @@ public:
     // O(nodes). The nodes a step touched (inserted, removed, expired, reacted on) are
     // compared after every step regardless, and only those can have changed.
     std::uint64_t full_node_check_period = 1;
+    // The wheel's cascade limit (timing_wheel::set_cascade_limit): entries moved per
+    // advance(), staged ahead or re-filed. A small one exercises the staging paths hard:
+    // sources left for later calls, windows entered before their staging is done. The
+    // wheel may then stop before its budget is spent; the harness calls it again, as an
+    // owner does, until it is done or its budget is spent at the model's tick, and compares
+    // the expiries of all those calls with the model's one advance().
+    std::size_t cascade_limit = detail::timing_wheel::unlimited;
   };
 
   static constexpr std::size_t unlimited = detail::timing_wheel::unlimited;
@@ -274,6 +281,7 @@ public:
         wheel_(new detail::timing_wheel(start)), model_(node_count, start), reactions_(node_count) {
     for (std::size_t i = 0; i < node_count; ++i)
       nodes_[i].id = static_cast<node_id>(i);
+    wheel_->set_cascade_limit(opts.cascade_limit);
     // A reaction may insert any node, so the number of expiries of one advance() is bounded
     // by the live entries plus the reactions allowed; this bound keeps a cycle of reactions
     // that re-arm at the current tick from running forever, identically on both sides.
@@ -342,32 +350,46 @@ public:
     // The most expiries one advance() can legitimately produce (see the constructor).
     const std::size_t expiry_bound = wheel_->size() + max_reactions_per_advance_;
 
-    got_.clear();
-    std::string callback_error;
-    bool got_done = false;
-    try {
-      got_done = wheel_->advance(now, budget, [&](detail::wheel_node& base) {
-        auto& node = static_cast<test_node&>(base);
-        const tick_type tick = wheel_->now();
-        got_.push_back({node.id, tick});
-        touched_.push_back(node.id);
-        if (callback_error.empty())
-          callback_error = check_in_callback(node, tick, target);
-        if (got_.size() > expiry_bound)
-          throw std::logic_error("more expiries than entries: the wheel is looping");
-        if (got_.size() <= max_reactions_per_advance_)
-          react_on_wheel(node.id);
-      });
-    } catch (const std::logic_error& e) {
-      fail(std::string("exception from the wheel's advance(): ") + e.what());
-    }
-
     expected_.clear();
     const bool want_done = model_.advance(now, budget, [&](node_id id, tick_type tick) {
       expected_.push_back({id, tick});
       if (expected_.size() <= max_reactions_per_advance_)
         react_on_model(id);
     });
+
+    got_.clear();
+    std::string callback_error;
+    bool got_done = false;
+    try {
+      for (std::size_t calls = 1;; ++calls) {
+        const std::size_t before = got_.size();
+        const std::size_t left = budget == unlimited ? unlimited : budget - before;
+        got_done = wheel_->advance(now, left, [&](detail::wheel_node& base) {
+          auto& node = static_cast<test_node&>(base);
+          const tick_type tick = wheel_->now();
+          got_.push_back({node.id, tick});
+          touched_.push_back(node.id);
+          if (callback_error.empty())
+            callback_error = check_in_callback(node, tick, target);
+          if (got_.size() > expiry_bound)
+            throw std::logic_error("more expiries than entries: the wheel is looping");
+          if (got_.size() <= max_reactions_per_advance_)
+            react_on_wheel(node.id);
+        });
+        // Without a limit, one call is the whole advance. With one, the wheel stopped for
+        // its limit unless its budget is spent where the model stopped.
+        if (got_done || opts_.cascade_limit == unlimited ||
+            (got_.size() - before == left && wheel_->now() == model_.now()))
+          break;
+        ++interrupted_;
+        if (calls > 10'000'000)
+          throw std::logic_error("advance() makes no progress under its cascade limit");
+        if (opts_.check_invariants_in_callbacks)
+          wheel_->check_invariants();
+      }
+    } catch (const std::logic_error& e) {
+      fail(std::string("exception from the wheel's advance(): ") + e.what());
+    }
 
     if (!callback_error.empty())
       fail(callback_error);
@@ -396,6 +418,8 @@ public:
   std::size_t size() const noexcept { return wheel_->size(); }
   bool is_linked(node_id id) const { return nodes_[id].is_linked(); }
   std::uint64_t steps() const noexcept { return step_; }
+  // Calls of the wheel's advance() that stopped for its cascade limit alone.
+  std::uint64_t interrupted() const noexcept { return interrupted_; }
 
   // The expiries of the last advance(), as the wheel reported them (identical to the model's
   // when advance() returned).
@@ -606,6 +630,7 @@ private:
 
   std::string context_;
   std::uint64_t step_ = 0;
+  std::uint64_t interrupted_ = 0;
   std::array<op_record, history> recent_{};
   bool failed_ = false;
 };

@@ -48,8 +48,7 @@ class node_heap {
 public:
   static constexpr std::uint16_t first_id = 0x8000;
   static constexpr std::uint16_t last_id = 0xfffe;
-  static_assert(first_id >= timing_wheel::num_levels * timing_wheel::slots_per_level &&
-                last_id < wheel_node::unlinked);
+  static_assert(first_id >= timing_wheel::num_slots && last_id < wheel_node::unlinked);
 
   explicit node_heap(std::uint16_t id) noexcept : id_(id) {
     assert(id >= first_id && id <= last_id);

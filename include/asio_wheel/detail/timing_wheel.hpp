@@ -24,36 +24,56 @@
 //   * at level k >= 1 every occupied slot number is greater than elapsed_'s digit k, and the
 //     entry agrees with elapsed_ in every digit above k;
 //   * at level 0 every occupied slot number is >= elapsed_'s digit 0;
-//   * so every entry of level k comes due before any entry of level k+1, and the next slot
-//     to process is the lowest set bit of the lowest non-empty level: O(levels), no walk
-//     over empty slots, no rotation.
+//   * so every entry of level k comes due before any entry of level k+1.
+// Entries are expired only from level 0, whose slot is exactly one tick, so an entry expires
+// only when now >= its exact deadline: never early.
 //
-// Expiry. When a slot of level k >= 1 comes due (elapsed_ reaches its first tick), its
-// entries are re-filed from their exact deadlines (lazy cascade: an entry removed before
-// then never moves, and most timeouts are removed before they fire). Entries are expired
-// only from level 0, whose slot is exactly one tick, so an entry expires only when
-// now >= its exact deadline: never early. Catching up after a stall jumps from occupied
-// slot to occupied slot: O(occupied slots + entries), not O(elapsed ticks).
+// Staging (no cascade stall). In a plain hierarchical wheel, when time enters a slot of
+// level k >= 1 its entries are re-filed onto the lower levels (the cascade) before anything
+// in its first ticks can expire: O(entries of the slot) at one instant, and one upper slot
+// can hold half of a million timers (issue #36: 30 ms of expiries held back). Here that
+// re-filing is done ahead of time, a bounded number of moves per advance(), into a stage:
+//   * the window W_j of level j (1 to 10) is the level-j slot that follows the one holding
+//     elapsed_: ticks [T_j, T_j + 64^j) with T_j the next multiple of 64^j after elapsed_;
+//   * stage S_j is a bank of 64 lists holding entries of W_j sorted by digit j-1 of their
+//     deadline, that is, exactly as level j-1 will hold them once time enters W_j;
+//   * S_j is fed by its source: the level-j slot of W_j (digit j of elapsed_ plus one), or,
+//     when elapsed_'s digit j is 63, W_j is the first sub-window of W_{j+1} and the source
+//     is bucket 0 of S_{j+1} (the stages are chained). So an entry due soon after a boundary
+//     is re-filed level by level down to S_1 before time reaches it, as the cascade would,
+//     only earlier;
+//   * when time enters W_j (advance() reaches T_j), levels 0 to j-1 are empty, their due
+//     entries all expired, and S_1..S_j are swapped in as levels 0..j-1: O(j) exchanges of
+//     bank numbers, no entry touched. A node records its list (bank * 64 + slot), which is
+//     why levels and stages are banks named through level_bank_ and stage_bank_.
+// A source found not fully staged when its window comes due (time jumped there, or the
+// move limit could not keep up) is staged then, before anything at T_j expires: the old
+// cascade, bounded per call by set_cascade_limit(), with the same order. next_expiry()
+// reports work while a source is waiting (staging_pending_), and the instant a non-empty
+// list becomes a source, so that the owner's turns do the staging in time.
 //
 // Order. Entries expire in order of effective deadline, and first in first out within one
 // tick, where the effective deadline is max(deadline, now() at insertion): a deadline
 // already in the past is treated as due at the current tick and expires on the next
-// advance(), after entries already due at that tick.
+// advance(), after entries already due at that tick. Staging keeps it: every move takes
+// the head of a list and appends it to a list downstream (source -> stage bucket -> next
+// stage's bucket), so the lists an entry passes through form one FIFO per tick; an insert
+// goes to its window's source while that waits, else to the stage (window_slot()), and
+// rewind() re-files into the most refined list (link_refined()).
 //
 // Rewind. Time moves forward only through advance(); rewind(now) moves it back, for a clock
 // stepped back, so that deadlines behind the old time but ahead of the clock are filed at
-// their own tick. It re-files the levels below the highest digit that changed, and with
-// them every effective deadline becomes max(deadline, new time).
+// their own tick. It re-files the levels and stages below the highest digit that changed,
+// and with them every effective deadline becomes max(deadline, new time).
 //
-// Bounded cascades. Re-filing a slot is O(its entries), and an upper slot can hold a large
-// share of all entries. With set_cascade_limit(n), advance() moves at most n entries per
-// call and returns false with the slot partly re-filed; the next call finishes that slot
-// before anything else, so the order of expiries is the same as without a limit.
-//
-// Complexity: insert O(1), remove O(1), next_expiry O(levels), advance O(cascaded entries +
-// expired entries + levels per slot visited). Memory: the wheel owns 11 * 64 slot lists
-// (first and last pointers, 11 KiB) and 11 bitmaps; entries are intrusive (wheel_node,
-// 32 bytes, owned by the caller), so the wheel never allocates.
+// Complexity: insert O(1) (a few more instructions for the next slot of a level), remove
+// O(1), next_expiry O(levels), advance O(expired + staged entries + levels per slot
+// visited), at most set_cascade_limit() moves per call. Memory: 21 banks of 64 slot lists
+// (11 levels, 10 stages: 21 KiB) and their bitmaps; entries are intrusive (wheel_node,
+// 32 bytes, owned by the caller), so the wheel never allocates. Each entry is moved at
+// most once per level it descends, as with a cascade; the moves are only done earlier, and
+// only for the slot that comes next on each level (an entry cancelled before its slot
+// becomes next never moves).
 //
 // Cache behaviour. A slot's lists are not circular, and their ends live in the wheel's own
 // array, which stays in cache. Appending therefore touches the new node and the slot's last
@@ -65,6 +85,7 @@
 #include <asio_wheel/detail/wheel_geometry.hpp>
 #include <asio_wheel/detail/wheel_node.hpp>
 
+#include <algorithm>
 #include <asio_wheel/detail/bit_ops.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 #include <cassert>
@@ -83,51 +104,59 @@ public:
   static constexpr unsigned slot_bits = wheel_geometry::slot_bits;
   static constexpr unsigned slots_per_level = wheel_geometry::slots_per_level;
   static constexpr unsigned num_levels = wheel_geometry::num_levels;
+  // Lists of 64 slots: one per level, and one per stage (levels 1 to 10).
+  static constexpr unsigned num_banks = 2 * num_levels - 1;
+  // Every value a linked node's slot number can take is below this.
+  static constexpr unsigned num_slots = num_banks * slots_per_level;
   static constexpr std::size_t unlimited = (std::numeric_limits<std::size_t>::max)();
 
-  explicit timing_wheel(tick_type start = 0) noexcept : elapsed_(start) {}
+  explicit timing_wheel(tick_type start = 0) noexcept : elapsed_(start) {
+    for (unsigned level = 0; level < num_levels; ++level)
+      level_bank_[level] = static_cast<std::uint8_t>(level);
+    for (unsigned j = 1; j < num_levels; ++j)
+      stage_bank_[j] = static_cast<std::uint8_t>(num_levels + j - 1);
+    stage_bank_[0] = no_bank;
+  }
 
   timing_wheel(const timing_wheel&) = delete;
   timing_wheel& operator=(const timing_wheel&) = delete;
 
   ~timing_wheel() { assert(empty() && "a timing_wheel was destroyed with entries linked"); }
 
-  // The current time: the last `now` given to advance(), or the start tick.
+  // The current time: the last `now` given to advance(), or the start tick. While a window
+  // comes due whose staging a cascade limit interrupted, the tick before it.
   tick_type now() const noexcept { return elapsed_; }
 
   bool empty() const noexcept { return size_ == 0; }
   std::size_t size() const noexcept { return size_; }
 
-  // Entries linked on `level` (0 to num_levels - 1), for statistics: O(entries on the level
-  // + its occupied slots). Counted on demand rather than kept per link/unlink, which cost
-  // 2% of the instructions of an expiry (docs/statistics.md).
+  // Entries linked on `level` (0 to num_levels - 1), for statistics, an entry staged ahead
+  // of its level's next slot counted on that level: O(entries on the level + its occupied
+  // slots). Counted on demand rather than kept per link/unlink, which cost 2% of the
+  // instructions of an expiry (docs/statistics.md).
   std::size_t level_size(unsigned level) const noexcept {
-    std::size_t n = 0;
-    for (tick_type bits = occupied_[level]; bits != 0; bits &= bits - 1) {
-      const auto index = static_cast<unsigned>(countr_zero(bits));
-      for (const wheel_node* node = slots_[level * slots_per_level + index].first; node != nullptr;
-           node = node->next_)
-        ++n;
-    }
+    std::size_t n = bank_size(level_bank_[level]);
+    if (level != 0)
+      n += bank_size(stage_bank_[level]);
     return n;
   }
 
   // Links `node` to expire at `deadline`. Precondition: the node is not linked.
-  void insert(wheel_node& node, tick_type deadline) noexcept {
+  [[gnu::always_inline]] void insert(wheel_node& node, tick_type deadline) noexcept {
     assert(!node.is_linked());
     node.deadline_ = deadline;
-    link(node, deadline < elapsed_ ? elapsed_ : deadline);
+    // Counted first: link() then ends in its last call (a jump, for a window), and keeps
+    // nothing across it.
     ++size_;
+    link(node, deadline < elapsed_ ? elapsed_ : deadline);
   }
 
   // Unlinks `node` from the wheel. Precondition: the node is linked in this wheel.
-  void remove(wheel_node& node) noexcept {
+  // Inline: on the path of every reset (timer_queue::file), as it was before staging.
+  [[gnu::always_inline]] void remove(wheel_node& node) noexcept {
     assert(node.is_linked());
-    const unsigned slot = node.slot_;
     unlink(node);
     --size_;
-    if (slot == partial_ && slots_[slot].first == nullptr)
-      partial_ = no_slot;
   }
 
   // Puts `by` where `node` is (its slot, its place in the slot's list, its deadline) and
@@ -136,7 +165,7 @@ public:
   // not linked.
   void replace(wheel_node& node, wheel_node& by) noexcept {
     assert(node.is_linked() && !by.is_linked());
-    slot_list& list = slots_[node.slot_];
+    slot_list& list = lists_[node.slot_];
     by.next_ = node.next_;
     by.prev_ = node.prev_;
     by.deadline_ = node.deadline_;
@@ -146,29 +175,79 @@ public:
     node.slot_ = wheel_node::unlinked;
   }
 
-  // At most `limit` entries re-filed per advance() call (default: no limit).
+  // At most `limit` entries moved (staged ahead, or re-filed) per advance() call (default:
+  // no limit).
   void set_cascade_limit(std::size_t limit) noexcept { cascade_limit_ = limit == 0 ? 1 : limit; }
 
   // The tick at which advance() next has work to do: the exact deadline when the earliest
-  // entry is on level 0, else the first tick of the upper-level slot that must be re-filed.
-  // Never later than the earliest deadline. Empty when the wheel is empty.
+  // entry is on level 0; else the earliest of the first tick of a window that comes due and
+  // the tick at which a list becomes a source to stage; now() while a source waits to be
+  // staged. Never later than the earliest deadline. Empty when the wheel is empty.
   std::optional<tick_type> next_expiry() const noexcept {
-    if (partial_ != no_slot)
-      return elapsed_; // a slot is being re-filed: due now
-    for (unsigned level = 0; level < num_levels; ++level) {
-      if (occupied_[level] != 0)
-        return wheel_geometry::slot_start(elapsed_, level,
-                                          static_cast<unsigned>(countr_zero(occupied_[level])));
+    if (size_ == 0)
+      return std::nullopt;
+    if (staging_pending_)
+      return elapsed_;
+    if (const tick_type bits = bits_[level_bank_[0]]; bits != 0)
+      return wheel_geometry::slot_start(elapsed_, 0, static_cast<unsigned>(countr_zero(bits)));
+    tick_type best = upper_event().value_or(max_tick);
+    // A level's lowest slot becomes its source when the slot before it begins.
+    for (unsigned level = 1; level < num_levels; ++level) {
+      const tick_type bits = bits_[level_bank_[level]];
+      if (bits == 0)
+        continue;
+      const auto index = static_cast<unsigned>(countr_zero(bits));
+      if (index == wheel_geometry::digit_of(elapsed_, level) + 1)
+        return elapsed_; // a source with entries (not expected without staging_pending_)
+      best = (std::min)(best, wheel_geometry::slot_start(elapsed_, level, index - 1));
     }
-    return std::nullopt;
+    // Bucket 0 of a stage becomes the next stage's source when the stages chain.
+    for (unsigned j = 2; j < num_levels; ++j) {
+      if ((bits_[stage_bank_[j]] & 1u) == 0)
+        continue;
+      if (chained(j - 1))
+        return elapsed_;
+      best = (std::min)(best, window_start(j) - (tick_type{1} << ((j - 1) * slot_bits)));
+    }
+    return best;
+  }
+
+  // A tick no later than wake_for(deadline), in a few instructions: the deadline, or the
+  // next multiple of 64 ticks if earlier (no upper-level slot is staged before it). An
+  // owner whose alarm is armed for this or earlier needs no wake_for().
+  tick_type wake_bound(tick_type deadline) const noexcept {
+    // Wraps to 0 in the last 64 ticks of the range: then wake_for() decides.
+    const tick_type boundary = (elapsed_ | (slots_per_level - 1)) + 1;
+    return deadline < boundary ? deadline : boundary;
+  }
+
+  // The tick by which advance() must next be called once an entry is inserted for
+  // `deadline` (from now on, with nothing else changed): the deadline itself for level 0,
+  // or for a window that needs no more staging; the tick where the entry's slot becomes its
+  // level's next, to be staged; now() if it joins a source that waits. Never later than the
+  // effective deadline; next_expiry() after that insert is no earlier than min(this,
+  // next_expiry() before). An owner that files a deadline between its turns (which re-arm
+  // from next_expiry()) arms its alarm for it. O(1), a few instructions more than the
+  // deadline on the path of a wait.
+  tick_type wake_for(tick_type deadline) const noexcept {
+    const tick_type when = deadline < elapsed_ ? elapsed_ : deadline;
+    const unsigned level = wheel_geometry::level_of(elapsed_, when);
+    const unsigned shift = level * slot_bits;
+    const tick_type digits = when >> shift;
+    if (level == 0)
+      return when;
+    if (digits != (elapsed_ >> shift) + 1)
+      return (digits - 1) << shift; // the start of the slot before
+    return wake_for_window(when, level, static_cast<unsigned>(digits & (slots_per_level - 1)));
   }
 
   // Moves time to `now` (an earlier value than now() counts as now()) and calls
   // `on_expire(wheel_node&)` for each entry whose effective deadline <= now, at most
   // `budget` times, in order. The node is unlinked before the call, so the callback may
   // destroy it, re-insert it, or insert and remove other nodes. Returns true when no due
-  // entry is left, false when the budget ran out first; the rest stays due and expires on
-  // the next call, ahead of anything inserted meanwhile at a later deadline.
+  // entry is left, false when the budget (or the cascade limit, for a window not staged in
+  // time) ran out first; the rest stays due and expires on the next call, ahead of anything
+  // inserted meanwhile at a later deadline. Then stages ahead, within the cascade limit.
   //
   // A callback that returns bool may decline an entry by returning false (it cannot take
   // it now, say for want of memory): the node goes back to the head of its slot, as if it
@@ -180,87 +259,101 @@ public:
       now = elapsed_;
     std::size_t moves = cascade_limit_;
     for (;;) {
-      if (partial_ != no_slot) {
-        // Finish re-filing first: its entries may be due before anything re-filed so far.
-        if (!cascade(partial_, moves))
-          return false;
-        continue;
-      }
-      unsigned level = 0;
-      while (level < num_levels && occupied_[level] == 0)
-        ++level;
-      if (level == num_levels)
-        break;
-      const auto index = static_cast<unsigned>(countr_zero(occupied_[level]));
-      const tick_type start = wheel_geometry::slot_start(elapsed_, level, index);
-      if (start > now)
-        break;
-      // Never moves backwards: level 0 slots are >= the current digit, upper ones greater.
-      elapsed_ = start;
-      if (level == 0) {
+      const unsigned bank0 = level_bank_[0];
+      if (bits_[bank0] != 0) {
+        const auto index = static_cast<unsigned>(countr_zero(bits_[bank0]));
+        const tick_type start = wheel_geometry::slot_start(elapsed_, 0, index);
+        if (start > now)
+          break;
+        // Never moves backwards: level 0 slots are >= the current digit.
+        elapsed_ = start;
         if (budget == 0)
           return false;
         --budget;
-        wheel_node& node = *slots_[index].first;
+        wheel_node& node = *lists_[bank0 * slots_per_level + index].first;
         remove(node);
         if constexpr (std::is_same_v<std::invoke_result_t<OnExpire&, wheel_node&>, bool>) {
           if (!on_expire(node)) {
-            relink_front(node, index);
+            relink_front(node, bank0 * slots_per_level + index);
             return false;
           }
         } else {
           on_expire(node);
         }
-      } else if (!cascade(level * slots_per_level + index, moves)) {
-        return false;
+        continue;
       }
+      // Level 0 is empty: the next thing due is the start of a window.
+      const std::optional<tick_type> window = upper_event();
+      if (!window || *window > now)
+        break;
+      if (!enter(*window, moves))
+        return false;
     }
+    if (((elapsed_ ^ now) >> slot_bits) != 0)
+      staging_pending_ = true; // other windows, other sources
     elapsed_ = now;
+    if (staging_pending_)
+      stage(moves);
     return true;
   }
 
   // Moves time back to `now`, for a clock that went backwards: deadlines between `now` and
   // the old time can then be filed at their own tick, instead of counting as due at once
-  // (see insert). Only the levels below the highest base-64 digit in which the two times
-  // differ are re-filed: above it, every entry is placed the same for both. O(entries on
-  // those levels + their slots); nothing for a `now` not before now(). Order is kept: the
+  // (see insert). Only the levels and stages below the highest base-64 digit in which the
+  // two times differ are re-filed: above it, every entry is placed the same for both. O(the
+  // entries there + their slots); nothing for a `now` not before now(). Order is kept: the
   // entries are taken in the order they would expire, and re-filed in that order.
   void rewind(tick_type now) noexcept {
     if (now >= elapsed_)
       return;
     const unsigned top = wheel_geometry::level_of(elapsed_, now);
-    // Chained through next_, level by level, slot by slot: every entry of a level expires
-    // before those of the next, and a level's slots come due in increasing order.
+    // Chained through next_, so that the entries of one tick keep their order: first the
+    // stages, downstream first (an entry of a tick in S_j is older than one of that tick in
+    // S_{j+1}, or in the slot S_j is fed from: it moved, or was inserted, first); then the
+    // levels, each before the next and slot by slot in the order they come due (the entries
+    // that become due at once, deadlines before `now`, keep their order of expiry).
     wheel_node* chain = nullptr;
     wheel_node** tail = &chain;
-    for (unsigned level = 0; level <= top; ++level) {
-      while (occupied_[level] != 0) {
-        const auto index = static_cast<unsigned>(countr_zero(occupied_[level]));
-        slot_list& list = slots_[level * slots_per_level + index];
-        *tail = list.first;
-        tail = &list.last->next_;
-        list.first = list.last = nullptr;
-        occupied_[level] &= ~(tick_type{1} << index);
-      }
+    for (unsigned j = 1; j <= top; ++j)
+      take_bank(stage_bank_[j], tail);
+    for (unsigned level = 0; level <= top; ++level)
+      take_bank(level_bank_[level], tail);
+    // Bucket 0 of the stage above: what had moved down from it (S_top, chained to it before
+    // and not after) comes back into it, ahead of what it still holds. Set aside, then
+    // spliced back behind: O(1).
+    slot_list upstream;
+    if (top + 1 < num_levels) {
+      slot_list& list = lists_[stage_bank_[top + 1] * slots_per_level];
+      upstream = list;
+      list.first = list.last = nullptr;
+      bits_[stage_bank_[top + 1]] &= ~tick_type{1};
     }
-    // A slot being re-filed is on one of those levels: its first tick is elapsed_, so its
-    // digits below its level are zero, and a time before it differs at or above that level.
-    partial_ = no_slot;
     elapsed_ = now;
     while (chain != nullptr) {
       wheel_node& node = *chain;
       chain = node.next_;
-      link(node, node.deadline_ < elapsed_ ? elapsed_ : node.deadline_);
+      link_refined(node, node.deadline_ < elapsed_ ? elapsed_ : node.deadline_);
     }
+    if (upstream.first != nullptr) {
+      slot_list& list = lists_[stage_bank_[top + 1] * slots_per_level];
+      if (list.last == nullptr) {
+        list = upstream;
+        bits_[stage_bank_[top + 1]] |= tick_type{1};
+      } else {
+        list.last->next_ = upstream.first;
+        upstream.first->prev_ = list.last;
+        list.last = upstream.last;
+      }
+    }
+    staging_pending_ = true;
   }
 
-  // Some linked entry (the oldest of the earliest occupied slot), or nullptr when empty: for
-  // a teardown that takes entries one at a time.
+  // Some linked entry, or nullptr when empty: for a teardown that takes entries one at a
+  // time.
   wheel_node* front() const noexcept {
-    for (unsigned level = 0; level < num_levels; ++level) {
-      if (occupied_[level] != 0)
-        return slots_[level * slots_per_level +
-                      static_cast<unsigned>(countr_zero(occupied_[level]))]
+    for (unsigned bank = 0; bank < num_banks; ++bank) {
+      if (bits_[bank] != 0)
+        return lists_[bank * slots_per_level + static_cast<unsigned>(countr_zero(bits_[bank]))]
             .first;
     }
     return nullptr;
@@ -270,94 +363,291 @@ public:
   // no particular order and without cascading: O(entries + occupied slots). For teardown.
   template <typename OnRemove>
   void clear(OnRemove&& on_remove) {
-    partial_ = no_slot;
-    for (unsigned level = 0; level < num_levels; ++level) {
-      while (occupied_[level] != 0) {
-        const auto index = static_cast<unsigned>(countr_zero(occupied_[level]));
-        wheel_node& node = *slots_[level * slots_per_level + index].first;
+    for (unsigned bank = 0; bank < num_banks; ++bank) {
+      while (bits_[bank] != 0) {
+        const auto index = static_cast<unsigned>(countr_zero(bits_[bank]));
+        wheel_node& node = *lists_[bank * slots_per_level + index].first;
         remove(node);
         on_remove(node);
       }
     }
+    staging_pending_ = false;
   }
 
   // Throws std::logic_error describing the first broken invariant. O(entries): for tests.
   void check_invariants() const {
+    bool seen[num_banks] = {};
+    for (unsigned level = 0; level < num_levels; ++level)
+      seen[level_bank_[level]] = true;
+    for (unsigned j = 1; j < num_levels; ++j) {
+      if (stage_bank_[j] >= num_banks || seen[stage_bank_[j]])
+        detail::throw_exception(std::logic_error("timing_wheel: banks are not a permutation"));
+      seen[stage_bank_[j]] = true;
+    }
+    for (bool b : seen)
+      if (!b)
+        detail::throw_exception(std::logic_error("timing_wheel: banks are not a permutation"));
     std::size_t count = 0;
     for (unsigned level = 0; level < num_levels; ++level) {
       const unsigned digit = wheel_geometry::digit_of(elapsed_, level);
-      for (unsigned index = 0; index < slots_per_level; ++index) {
-        const unsigned slot = level * slots_per_level + index;
-        const slot_list& list = slots_[slot];
-        const bool bit = ((occupied_[level] >> index) & 1u) != 0;
-        if (bit != (list.first != nullptr))
-          fail("occupancy bit disagrees with slot list", level, index);
-        if ((list.first == nullptr) != (list.last == nullptr))
-          fail("slot list has one end only", level, index);
-        if (list.first == nullptr)
-          continue;
-        const bool being_refiled = slot == partial_ && index == digit;
-        if (level == 0 ? index < digit : (index <= digit && !being_refiled))
-          fail("occupied slot is behind the current time", level, index);
-        const tick_type start = wheel_geometry::slot_start(elapsed_, level, index);
-        if (list.first->prev_ != nullptr || list.last->next_ != nullptr)
-          fail("slot list ends are not its first and last nodes", level, index);
-        for (const wheel_node* node = list.first; node != nullptr; node = node->next_) {
-          if (++count > size_)
-            detail::throw_exception(
-                std::logic_error("timing_wheel: more nodes linked than size, or a cycle"));
-          if (node->slot_ != slot)
-            fail("node records another slot", level, index);
-          if (node->next_ != nullptr ? node->next_->prev_ != node : node != list.last)
-            fail("broken list links", level, index);
-          if (level == 0) {
-            const bool exact = node->deadline_ == start;
-            const bool overdue = node->deadline_ < elapsed_ && index == digit;
-            if (!exact && !overdue)
-              fail("level-0 node in the wrong slot", level, index);
-          } else if (node->deadline_ < start ||
-                     (node->deadline_ >> (level * slot_bits)) != (start >> (level * slot_bits))) {
-            fail("node deadline outside its slot", level, index);
-          }
-        }
-      }
+      check_bank(level_bank_[level], level, "level", count,
+                 [&](const wheel_node& node, unsigned index) {
+                   const tick_type start = wheel_geometry::slot_start(elapsed_, level, index);
+                   if (level == 0 ? index < digit : index <= digit)
+                     return "occupied slot is behind the current time";
+                   if (level == 0) {
+                     const bool exact = node.deadline_ == start;
+                     const bool overdue = node.deadline_ < elapsed_ && index == digit;
+                     if (!exact && !overdue)
+                       return "level-0 node in the wrong slot";
+                   } else if (node.deadline_ < start || (node.deadline_ >> (level * slot_bits)) !=
+                                                            (start >> (level * slot_bits))) {
+                     return "node deadline outside its slot";
+                   }
+                   return static_cast<const char*>(nullptr);
+                 });
     }
-    if (partial_ != no_slot && (partial_ < slots_per_level || slots_[partial_].first == nullptr))
-      detail::throw_exception(
-          std::logic_error("timing_wheel: the slot being re-filed is not an occupied upper slot"));
+    for (unsigned j = 1; j < num_levels; ++j) {
+      const unsigned shift = j * slot_bits;
+      const bool exists = (elapsed_ >> shift) != (max_tick >> shift);
+      check_bank(stage_bank_[j], j, "stage", count, [&](const wheel_node& node, unsigned index) {
+        if (!exists || (node.deadline_ >> shift) != (elapsed_ >> shift) + 1)
+          return "staged node outside its window";
+        if (wheel_geometry::digit_of(node.deadline_, j - 1) != index)
+          return "staged node in the wrong bucket";
+        return static_cast<const char*>(nullptr);
+      });
+    }
     if (count != size_)
       detail::throw_exception(std::logic_error("timing_wheel: size " + std::to_string(size_) +
                                                " but " + std::to_string(count) + " nodes linked"));
+    if (!staging_pending_) {
+      for (unsigned j = 1; j < num_levels; ++j) {
+        if (source(j).first != nullptr)
+          fail("a source waits, staging not pending", "stage", j, 0);
+      }
+    }
   }
 
 private:
-  void link(wheel_node& node, tick_type when) noexcept {
+  static constexpr tick_type max_tick = (std::numeric_limits<tick_type>::max)();
+  static constexpr std::uint8_t no_bank = 0xff;
+
+  struct slot_list {
+    wheel_node* first = nullptr;
+    wheel_node* last = nullptr;
+  };
+
+  std::size_t bank_size(unsigned bank) const noexcept {
+    std::size_t n = 0;
+    for (tick_type bits = bits_[bank]; bits != 0; bits &= bits - 1) {
+      const auto index = static_cast<unsigned>(countr_zero(bits));
+      for (const wheel_node* node = lists_[bank * slots_per_level + index].first; node != nullptr;
+           node = node->next_)
+        ++n;
+    }
+    return n;
+  }
+
+  // Whether W_j is the first sub-window of W_{j+1}: elapsed_'s digit j is 63 (never at the
+  // top level, whose digit is at most 15).
+  bool chained(unsigned j) const noexcept {
+    return j + 1 < num_levels && wheel_geometry::digit_of(elapsed_, j) == slots_per_level - 1;
+  }
+
+  // T_j, the first tick of W_j. Precondition: the window exists (elapsed_ is not in the last
+  // level-j slot of the tick range), as it does for a stage or source with entries.
+  tick_type window_start(unsigned j) const noexcept {
+    const unsigned shift = j * slot_bits;
+    return ((elapsed_ >> shift) + 1) << shift;
+  }
+
+  // The list that feeds S_j (see the design note). For level 10 in its last slot, an empty
+  // slot that no deadline can reach.
+  const slot_list& source(unsigned j) const noexcept {
+    if (chained(j))
+      return lists_[stage_bank_[j + 1] * slots_per_level];
+    return lists_[level_bank_[j] * slots_per_level + wheel_geometry::digit_of(elapsed_, j) + 1];
+  }
+
+  // The first tick of the earliest window with entries, in a stage or still on its level,
+  // or empty. Level 0 is not looked at.
+  std::optional<tick_type> upper_event() const noexcept {
+    std::optional<tick_type> best;
+    for (unsigned level = 1; level < num_levels; ++level) {
+      if (const tick_type bits = bits_[level_bank_[level]]; bits != 0) {
+        best =
+            wheel_geometry::slot_start(elapsed_, level, static_cast<unsigned>(countr_zero(bits)));
+        break;
+      }
+    }
+    // The windows start in order: T_1 <= T_2 <= ...
+    for (unsigned j = 1; j < num_levels; ++j) {
+      if (bits_[stage_bank_[j]] != 0) {
+        const tick_type t = window_start(j);
+        if (!best || t < *best)
+          best = t;
+        break;
+      }
+    }
+    return best;
+  }
+
+  // Time reaches `start`, the first tick of a window with entries: its sources are staged
+  // (elapsed_ one tick before it, so that every stage below chains to it), then the stages
+  // are swapped in as the levels below. Returns false, elapsed_ before `start`, if `moves`
+  // ran out first.
+  bool enter(tick_type start, std::size_t& moves) noexcept {
+    // `start` is the earliest thing due: every level below and their stages are empty.
+    elapsed_ = start - 1;
+    const auto top = static_cast<unsigned>(countr_zero(start)) / slot_bits;
+    if (!stage_group(1, top, moves)) {
+      staging_pending_ = true;
+      return false;
+    }
+    elapsed_ = start;
+    for (unsigned j = 1; j <= top; ++j) {
+      const std::uint8_t bank = stage_bank_[j];
+      stage_bank_[j] = level_bank_[j - 1];
+      level_bank_[j - 1] = bank;
+    }
+    staging_pending_ = true; // the new levels' next slots
+    return true;
+  }
+
+  // Stages every source, the earliest windows first, within `moves`.
+  void stage(std::size_t& moves) noexcept {
+    unsigned bottom = 1;
+    for (unsigned j = 1; j < num_levels; ++j) {
+      if (chained(j))
+        continue; // W_j is part of W_{j+1}'s group
+      if (!stage_group(bottom, j, moves))
+        return;
+      bottom = j + 1;
+    }
+    staging_pending_ = false;
+  }
+
+  // Stages the group of chained windows bottom..top (all starting at T_top): the level-top
+  // source into S_top, then bucket 0 of each stage into the one below. Returns false if
+  // `moves` ran out first.
+  bool stage_group(unsigned bottom, unsigned top, std::size_t& moves) noexcept {
+    if (!drain(lists_[level_bank_[top] * slots_per_level + wheel_geometry::digit_of(elapsed_, top) +
+                      1],
+               top, moves))
+      return false;
+    for (unsigned j = top; j > bottom; --j) {
+      if (!drain(lists_[stage_bank_[j] * slots_per_level], j - 1, moves))
+        return false;
+    }
+    return true;
+  }
+
+  // Moves the entries of `from`, oldest first, into S_j by digit j-1 of their deadlines.
+  bool drain(slot_list& from, unsigned j, std::size_t& moves) noexcept {
+    const unsigned base = stage_bank_[j] * slots_per_level;
+    while (from.first != nullptr) {
+      if (moves == 0)
+        return false;
+      --moves;
+      wheel_node& node = *from.first;
+      unlink(node);
+      append(node, base + wheel_geometry::digit_of(node.deadline_, j - 1));
+    }
+    return true;
+  }
+
+  // Inline: on the path of every wait (timer_queue::file), as it was before staging.
+  [[gnu::always_inline]] void link(wheel_node& node, tick_type when) noexcept {
+    const unsigned level = wheel_geometry::level_of(elapsed_, when);
+    const unsigned shift = level * slot_bits;
+    const tick_type digits = when >> shift; // the slot, and the digits above it
+    const unsigned slot = level_bank_[level] * slots_per_level +
+                          static_cast<unsigned>(digits & (slots_per_level - 1));
+    // A level's next slot (its window) is staged: out of line, and last (a tail call, so the
+    // hot path saves no register for it).
+    if (level != 0 && digits == (elapsed_ >> shift) + 1)
+      return link_window(node, when, level, slot);
+    append(node, slot);
+  }
+
+  [[gnu::noinline]] void link_window(wheel_node& node, tick_type when, unsigned level,
+                                     unsigned source) noexcept {
+    append(node, window_slot(when, level, source));
+  }
+
+  // wake_for() of a deadline in the window of `level` (its slot `index`).
+  [[gnu::noinline]] tick_type wake_for_window(tick_type when, unsigned level,
+                                              unsigned index) const noexcept {
+    if (lists_[level_bank_[level] * slots_per_level + index].first != nullptr)
+      return elapsed_; // joins the source, which waits
+    if (level == 1)
+      return when; // in S_1, at its own tick
+    if (wheel_geometry::digit_of(when, level - 1) != 0)
+      return window_start(level); // in its stage: the window comes, the next slot is staged
+    // Bucket 0, staged further once the stage below chains to it.
+    const tick_type chain = window_start(level) - (tick_type{1} << ((level - 1) * slot_bits));
+    return chain > elapsed_ ? chain : elapsed_;
+  }
+
+  // Where an entry for `when` in the window of `level` goes: the window's source (`source`)
+  // while that still waits to be staged (behind the entries there, which are older), else
+  // its stage, one step (bucket 0 of a stage that the stage below chains to is a source too,
+  // staged further by the next turn).
+  unsigned window_slot(tick_type when, unsigned level, unsigned source) noexcept {
+    if (lists_[source].first != nullptr) {
+      staging_pending_ = true;
+      return source;
+    }
+    const unsigned bucket = wheel_geometry::digit_of(when, level - 1);
+    if (bucket == 0 && level > 1 && chained(level - 1))
+      staging_pending_ = true;
+    return stage_bank_[level] * slots_per_level + bucket;
+  }
+
+  // Files `node` for `when` where staging would have taken it: into a window, the most
+  // refined stage of the chain source -> S_j -> S_{j-1}..., whatever the lists upstream
+  // hold. For rewind(), which re-files entries older than every entry of their tick left
+  // upstream.
+  void link_refined(wheel_node& node, tick_type when) noexcept {
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
     const unsigned index = wheel_geometry::digit_of(when, level);
-    const unsigned slot = level * slots_per_level + index;
+    unsigned slot = level_bank_[level] * slots_per_level + index;
+    if (level != 0 && index == wheel_geometry::digit_of(elapsed_, level) + 1) {
+      for (unsigned j = level;; --j) {
+        const unsigned bucket = wheel_geometry::digit_of(when, j - 1);
+        slot = stage_bank_[j] * slots_per_level + bucket;
+        if (bucket != 0 || j == 1 || !chained(j - 1))
+          break;
+      }
+    }
+    append(node, slot);
+  }
+
+  // Appended, to keep one tick's entries first in, first out.
+  void append(wheel_node& node, unsigned slot) noexcept {
     node.slot_ = static_cast<std::uint16_t>(slot);
-    // Appended, to keep one tick's entries first in, first out.
-    slot_list& list = slots_[slot];
+    slot_list& list = lists_[slot];
     node.next_ = nullptr;
     node.prev_ = list.last;
     if (list.last == nullptr) {
       list.first = &node;
-      occupied_[level] |= tick_type{1} << index;
+      bits_[slot / slots_per_level] |= tick_type{1} << (slot % slots_per_level);
     } else {
       list.last->next_ = &node;
     }
     list.last = &node;
   }
 
-  // Puts back a node just taken from the head of level-0 slot `index` (see advance()).
-  void relink_front(wheel_node& node, unsigned index) noexcept {
-    slot_list& list = slots_[index];
-    node.slot_ = static_cast<std::uint16_t>(index);
+  // Puts back a node just taken from the head of level-0 list `slot` (see advance()).
+  void relink_front(wheel_node& node, unsigned slot) noexcept {
+    slot_list& list = lists_[slot];
+    node.slot_ = static_cast<std::uint16_t>(slot);
     node.prev_ = nullptr;
     node.next_ = list.first;
     if (list.first == nullptr) {
       list.last = &node;
-      occupied_[0] |= tick_type{1} << index;
+      bits_[slot / slots_per_level] |= tick_type{1} << (slot % slots_per_level);
     } else {
       list.first->prev_ = &node;
     }
@@ -365,64 +655,87 @@ private:
     ++size_;
   }
 
-  void unlink(wheel_node& node) noexcept {
+  [[gnu::always_inline]] void unlink(wheel_node& node) noexcept {
     const unsigned slot = node.slot_;
-    slot_list& list = slots_[slot];
+    slot_list& list = lists_[slot];
     wheel_node* const next = node.next_;
     wheel_node* const prev = node.prev_;
     (prev != nullptr ? prev->next_ : list.first) = next;
     (next != nullptr ? next->prev_ : list.last) = prev;
     if (list.first == nullptr)
-      occupied_[slot / slots_per_level] &= ~(tick_type{1} << (slot % slots_per_level));
+      bits_[slot / slots_per_level] &= ~(tick_type{1} << (slot % slots_per_level));
     node.slot_ = wheel_node::unlinked;
   }
 
-  // Re-files the entries of an upper-level slot that has come due, in list order so that
-  // entries of one tick keep their first in, first out order on the lower levels. Moves at
-  // most `moves` entries (counted down); returns false, with the slot recorded as partial_,
-  // if some are left.
-  bool cascade(unsigned slot, std::size_t& moves) noexcept {
-    partial_ = no_slot;
-    while (slots_[slot].first != nullptr) {
-      if (moves == 0) {
-        partial_ = slot;
-        return false;
-      }
-      --moves;
-      wheel_node& node = *slots_[slot].first;
-      unlink(node);
-      // Every deadline in a due upper slot is >= elapsed_, so it lands on a lower level.
-      link(node, node.deadline_);
+  // Empties `bank` onto the chain at `tail`, slot by slot in increasing order.
+  void take_bank(unsigned bank, wheel_node**& tail) noexcept {
+    while (bits_[bank] != 0) {
+      const auto index = static_cast<unsigned>(countr_zero(bits_[bank]));
+      slot_list& list = lists_[bank * slots_per_level + index];
+      *tail = list.first;
+      tail = &list.last->next_;
+      list.first = list.last = nullptr;
+      bits_[bank] &= ~(tick_type{1} << index);
     }
-    return true;
   }
 
-  [[noreturn]] static void fail(const char* what, unsigned level, unsigned index) {
-    detail::throw_exception(std::logic_error(std::string("timing_wheel: ") + what + " (level " +
-                                             std::to_string(level) + ", slot " +
+  template <typename Check>
+  void check_bank(unsigned bank, unsigned level, const char* role, std::size_t& count,
+                  Check&& check) const {
+    for (unsigned index = 0; index < slots_per_level; ++index) {
+      const unsigned slot = bank * slots_per_level + index;
+      const slot_list& list = lists_[slot];
+      const bool bit = ((bits_[bank] >> index) & 1u) != 0;
+      if (bit != (list.first != nullptr))
+        fail("occupancy bit disagrees with slot list", role, level, index);
+      if ((list.first == nullptr) != (list.last == nullptr))
+        fail("slot list has one end only", role, level, index);
+      if (list.first == nullptr)
+        continue;
+      if (list.first->prev_ != nullptr || list.last->next_ != nullptr)
+        fail("slot list ends are not its first and last nodes", role, level, index);
+      for (const wheel_node* node = list.first; node != nullptr; node = node->next_) {
+        if (++count > size_)
+          detail::throw_exception(
+              std::logic_error("timing_wheel: more nodes linked than size, or a cycle"));
+        if (node->slot_ != slot)
+          fail("node records another slot", role, level, index);
+        if (node->next_ != nullptr ? node->next_->prev_ != node : node != list.last)
+          fail("broken list links", role, level, index);
+        if (const char* what = check(*node, index))
+          fail(what, role, level, index);
+      }
+    }
+  }
+
+  [[noreturn]] static void fail(const char* what, const char* role, unsigned level,
+                                unsigned index) {
+    detail::throw_exception(std::logic_error(std::string("timing_wheel: ") + what + " (" + role +
+                                             " " + std::to_string(level) + ", slot " +
                                              std::to_string(index) + ")"));
   }
 
-  static constexpr unsigned no_slot = num_levels * slots_per_level;
-
-  // Entries re-filed per advance() at most.
+  // Entries moved per advance() at most.
   std::size_t cascade_limit_ = unlimited;
-  // The upper slot whose re-filing a cascade limit interrupted, or no_slot. While set,
-  // elapsed_ is its first tick, and it is the one occupied slot at its level's current digit.
-  unsigned partial_ = no_slot;
-  // Current time. Invariant: every linked entry is placed relative to it by the XOR rule.
+  // Current time. Invariant: every entry on a level is placed relative to it by the XOR
+  // rule; every entry in stage S_j lies in W_j (derived from it), in the bucket of its
+  // digit j-1.
   tick_type elapsed_;
   // Number of linked entries.
   std::size_t size_ = 0;
-  // Bit i of occupied_[k] is set iff slots_[k * 64 + i] is non-empty; least-significant bit
-  // is slot 0.
-  tick_type occupied_[num_levels] = {};
-  // Ends of each slot's list, oldest entry first; both nullptr iff the slot is empty.
-  struct slot_list {
-    wheel_node* first = nullptr;
-    wheel_node* last = nullptr;
-  };
-  slot_list slots_[num_levels * slots_per_level];
+  // Set whenever a source may hold entries (an insert appended to one, time moved to other
+  // windows, a stage ran out of moves); cleared by stage() once every source is empty.
+  // Invariant: false implies every source is empty.
+  bool staging_pending_ = false;
+  // Which bank holds level k, and stage S_j (j >= 1); together, every bank once.
+  std::uint8_t level_bank_[num_levels];
+  std::uint8_t stage_bank_[num_levels];
+  // Bit i of bits_[b] is set iff lists_[b * 64 + i] is non-empty; least-significant bit is
+  // slot 0.
+  tick_type bits_[num_banks] = {};
+  // Ends of each slot's list, oldest entry first; both nullptr iff the slot is empty. A
+  // linked node's slot_ indexes it.
+  slot_list lists_[num_slots];
 };
 
 } // namespace asio_wheel::detail

@@ -40,10 +40,13 @@ public:
                       std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
   }
 
-  // Expiries handled, and entries re-filed, per turn before other handlers of the context
-  // get a turn: one upper slot can hold a large share of a million entries.
+  // Expiries handled, and entries moved (staged ahead, see timing_wheel), per turn before
+  // other handlers of the context get a turn: one upper slot can hold a large share of a
+  // million entries. 2048 moves of cold entries take 0.2-0.6 ms: a turn that stages holds
+  // the loop no longer than that, and staging a slot of 5e5 entries takes 250 such turns
+  // spread over the 4 s before it comes due.
   static constexpr std::size_t expiry_budget = 4096;
-  static constexpr std::size_t cascade_budget = 16384;
+  static constexpr std::size_t cascade_budget = 2048;
 
   // `cascade_limit`: cascade_budget, or for an owner that takes one entry per advance() and
   // compares it with work of its own (heartbeat_group), timing_wheel::unlimited, so that a

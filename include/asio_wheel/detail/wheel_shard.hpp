@@ -184,7 +184,7 @@ public:
     // Armed first: if that throws (only on a context other than an io_context or a thread
     // pool), the waits have not moved. Moved now, even when later: an idle timer's timeout
     // moves rarely, and a filing left behind would wake the alarm once more.
-    arm_if_earlier(deadline);
+    arm_for(deadline);
     queue_.refile(entry, deadline);
   }
 
@@ -299,7 +299,7 @@ private:
       expire_soon(deadline);
       ++queue_.counters().expired_at_start;
     } else if (!joins) {
-      arm_if_earlier(deadline);
+      arm_for(deadline);
     }
     if (slot_handler != nullptr) {
       op->cancellation_ = slot_handler; // else null, as built
@@ -342,6 +342,20 @@ private:
     if (alarm_.settled(queue_.driver(), tick))
       return true;
     return arm_alarm(tick);
+  }
+
+  // Makes sure the alarm wakes in time for a wait filed for `deadline`: not at the deadline
+  // but where the wheel must stage its slot ahead (timing_wheel::wake_for). Inline, the
+  // test against a bound of that tick that costs a few instructions: an alarm armed for the
+  // next 64 ticks, as in a busy context, is early enough for any deadline.
+  [[gnu::always_inline]] bool arm_for(tick_type deadline) {
+    if (alarm_.settled(queue_.driver(), queue_.driver().wheel().wake_bound(deadline)))
+      return true;
+    return arm_for_wake(deadline);
+  }
+
+  [[gnu::noinline]] bool arm_for_wake(tick_type deadline) {
+    return arm_if_earlier(queue_.driver().wheel().wake_for(deadline));
   }
 
   // A turn for `tick`, which has passed (a wait due when it starts): from the alarm, armed
