@@ -72,7 +72,7 @@ namespace asio_wheel {
  *
  * @par Differences from asio::basic_waitable_timer
  * Per-operation cancellation keeps working after the timer is moved. Waits that expire
- * together complete from one handler (see README, "Differences from asio::steady_timer").
+ * together complete from one handler (see README.md, "Completion order", and docs/semantics.md).
  *
  * @par Memory exhaustion
  * A wait kept inside the timer (see async_wait(), Operation Storage) moves to a 56-byte

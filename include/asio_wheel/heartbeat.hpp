@@ -31,7 +31,7 @@ namespace asio_wheel {
  * quiet for @c drop_after. What a ping or a drop means is the caller's business:
  *
  * @code
- * asio_wheel::heartbeat hb(sock.get_executor(), {.ping_after = 15s, .drop_after = 45s});
+ * asio_wheel::heartbeat hb(sock.get_executor(), {15s, 45s} /* ping_after, drop_after */);
  * for (;;) {
  *   auto [ec, ev] = co_await hb.async_next(asio::as_tuple(asio::use_awaitable));
  *   if (ec) break;                                   // cancelled
@@ -50,7 +50,7 @@ namespace asio_wheel {
  * a change of the factor re-judges a pending async_next() by the new thresholds (a peer
  * already quiet for longer than one gets it in the next turn or so, never before it).
  * @code
- * asio_wheel::heartbeat hb(ex, {.ping_after = {5s, 15s}, .drop_after = {10s, 60s}});
+ * asio_wheel::heartbeat hb(ex, {{5s, 15s}, {10s, 60s}});
  * @endcode
  *
  * @par Precision
@@ -64,7 +64,8 @@ namespace asio_wheel {
  *
  * @par Thread Safety
  * @e Distinct @e objects: Safe.@n
- * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time.
+ * @e Shared @e objects: Unsafe, except touch(), which any thread may call at any time (and
+ * timeout_scale::set()).
  *
  * @par Lifetime
  * As asio::steady_timer: the object may be destroyed at any time, from any handler or from
