@@ -31,7 +31,7 @@ namespace asio_wheel {
  * quiet for @c drop_after. What a ping or a drop means is the caller's business:
  *
  * @code
- * asio_wheel::heartbeat hb(sock.get_executor(), {15s, 45s} /* ping_after, drop_after */);
+ * asio_wheel::heartbeat hb(sock.get_executor(), {15s, 45s}); // ping, drop
  * for (;;) {
  *   auto [ec, ev] = co_await hb.async_next(asio::as_tuple(asio::use_awaitable));
  *   if (ec) break;                                   // cancelled
