@@ -13,11 +13,13 @@
 // Every run is a pure function of its seed, which every failure message names.
 
 #include "reference_wheel.hpp"
+#include "test_shard.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -113,6 +115,40 @@ void run_checked(const run_config& config) {
   }
 }
 
+// About 1.07 million operations in all. Small pools make ids collide (re-arm, remove of
+// fresh entries, reactions on live ones) and keep check_invariants() cheap; the large pools
+// with rare huge jumps hold a few hundred live entries: crowded slots, long cascades. Each run
+// is a series of independent epochs of epoch_operations, so three seeds of 50,000 are the
+// same test as one of 150,000, in three processes when sharded. The order puts about equal
+// time in each of four shards (index i goes to shard i % 4, counting on into limited_runs):
+// checking invariants in callbacks costs most, then large pools.
+const run_config plain_runs[] = {
+    {22, 8, 50'000, true, 0},    {4, 32, 150'000, true, 3},     {21, 8, 50'000, true, 0},
+    {1, 8, 50'000, true, 0},     {7, 1'000, 100'000, false, 3}, {8, 2'000, 70'000, false, 5},
+    {5, 256, 150'000, false, 0}, {3, 64, 150'000, false, 0},    {2, 16, 150'000, false, 0},
+    {6, 256, 150'000, false, 5},
+};
+
+// Issue #36: the staging of each level's next slot is spread over advance() calls, a few
+// moves each, so sources stay half staged while entries are inserted into them, removed from
+// stages, expired around them, and windows come due before their staging is done. Crowded
+// wheels (rare huge jumps) keep the stages full.
+const run_config limited_runs[] = {
+    {16, 2'000, 60'000, false, 5, 16}, {12, 64, 100'000, true, 3, 2},
+    {15, 1'000, 80'000, false, 5, 3},  {13, 256, 100'000, false, 5, 1},
+    {14, 256, 100'000, false, 3, 7},   {11, 16, 100'000, true, 0, 1},
+};
+
+// Runs the configurations of this process's shard (test_shard.hpp); `first` is the index of
+// configs[0] among all the test's configurations, so that the shards split the whole list.
+template <std::size_t N>
+void run_shard_of(const run_config (&configs)[N], std::size_t first) {
+  static const test_shard shard;
+  for (std::size_t i = 0; i < N; ++i)
+    if (shard.runs(first + i))
+      run_checked(configs[i]);
+}
+
 } // namespace
 
 TEST_SUITE("timing_wheel differential") {
@@ -166,29 +202,10 @@ TEST_SUITE("timing_wheel differential") {
   }
 
   TEST_CASE("random operations against the model") {
-    // About 1.07 million operations in all. Small pools make ids collide (re-arm, remove of
-    // fresh entries, reactions on live ones) and keep check_invariants() cheap; the large
-    // pools with rare huge jumps hold a few hundred live entries: crowded slots, long cascades.
-    const run_config configs[] = {
-        {1, 8, 150'000, true, 0},      {2, 16, 150'000, false, 0},   {3, 64, 150'000, false, 0},
-        {4, 32, 150'000, true, 3},     {5, 256, 150'000, false, 0},  {6, 256, 150'000, false, 5},
-        {7, 1'000, 100'000, false, 3}, {8, 2'000, 70'000, false, 5},
-    };
-    for (const run_config& config : configs)
-      run_checked(config);
+    run_shard_of(plain_runs, 0);
   }
 
   TEST_CASE("random operations against the model, with small cascade limits") {
-    // Issue #36: the staging of each level's next slot is spread over advance() calls, a
-    // few moves each, so sources stay half staged while entries are inserted into them,
-    // removed from stages, expired around them, and windows come due before their staging
-    // is done. Crowded wheels (rare huge jumps) keep the stages full.
-    const run_config configs[] = {
-        {11, 16, 100'000, true, 0, 1},    {12, 64, 100'000, true, 3, 2},
-        {13, 256, 100'000, false, 5, 1},  {14, 256, 100'000, false, 3, 7},
-        {15, 1'000, 80'000, false, 5, 3}, {16, 2'000, 60'000, false, 5, 16},
-    };
-    for (const run_config& config : configs)
-      run_checked(config);
+    run_shard_of(limited_runs, std::size(plain_runs));
   }
 }
