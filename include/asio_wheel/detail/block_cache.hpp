@@ -22,6 +22,19 @@ namespace asio_wheel::detail {
 // a new wait), and Asio's recycling allocator keeps two blocks per thread, so a burst would
 // otherwise cost a malloc and a free per wait. A block freed on another thread joins that
 // thread's list. Each list is capped, so a burst's memory goes back to malloc after it.
+//
+// Not with mingw-w64's GCC: it keeps thread_local objects in emulated TLS, whose block a
+// thread frees at exit before the destructors of those objects run (GCC bug 80816,
+// mingw-w64 bugs 527 and 859), so a list's destructor would read freed memory: the blocks
+// it held leak (every thread that exits; seen under Wine as alloc_failure_test's balance),
+// or garbage read as a block is freed. There every block comes from operator new and goes
+// back to operator delete, and no thread_local is made.
+#if defined(__MINGW32__) && !defined(__clang__)
+#define ASIO_WHEEL_BLOCK_CACHE_PER_THREAD 0
+#else
+#define ASIO_WHEEL_BLOCK_CACHE_PER_THREAD 1
+#endif
+
 class block_cache {
 public:
   // Size classes: most handlers (lambdas, coroutine handlers) fit the first. 8 bytes short
@@ -36,6 +49,7 @@ public:
   static constexpr std::size_t max_cached = 4096;
 
   static void* allocate(std::size_t size) {
+#if ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
     if (size <= large_block) {
       list& l = lists()[size <= small_block ? 0 : 1];
       if (l.head != nullptr) {
@@ -50,6 +64,7 @@ public:
       }
       size = size <= small_block ? small_block : large_block;
     }
+#endif
     return ::operator new(size);
   }
 
@@ -57,6 +72,7 @@ public:
   // places that the compiler would otherwise make it a call (measured: 10 to 20
   // instructions per wait in benchmarks/callgrind_ops).
   [[gnu::always_inline]] static void deallocate(void* p, std::size_t size) noexcept {
+#if ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
     if (size <= large_block) {
       list& l = lists()[size <= small_block ? 0 : 1];
       if (l.count < max_cached) {
@@ -66,6 +82,9 @@ public:
         return;
       }
     }
+#else
+    (void)size;
+#endif
     ::operator delete(p);
   }
 
@@ -74,6 +93,7 @@ private:
     block* next;
   };
 
+#if ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
   struct list {
     block* head = nullptr;
     std::size_t count = 0;
@@ -94,6 +114,7 @@ private:
     thread_local list per_thread[2];
     return per_thread;
   }
+#endif
 };
 
 // A standard allocator over block_cache: the default allocator of the library's operations.
@@ -137,5 +158,7 @@ public:
 };
 
 } // namespace asio_wheel::detail
+
+#undef ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
 
 #endif // ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
