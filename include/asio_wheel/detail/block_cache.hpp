@@ -23,20 +23,25 @@ namespace asio_wheel::detail {
 // otherwise cost a malloc and a free per wait. A block freed on another thread joins that
 // thread's list. Each list is capped, so a burst's memory goes back to malloc after it.
 //
-// Not with mingw-w64's GCC: it keeps thread_local objects in emulated TLS, whose block a
-// thread frees at exit before the destructors of those objects run (GCC bug 80816,
-// mingw-w64 bugs 527 and 859), so a list's destructor would read freed memory: the blocks
-// it held leak (every thread that exits; seen under Wine as alloc_failure_test's balance),
-// or garbage read as a block is freed. There every block comes from operator new and goes
-// back to operator delete, and no thread_local is made.
+// The recycling is what lets a wait re-arm from its own completion without the heap (a
+// heartbeat's look for a touch, an idle timer following its activity): the block its
+// completed operation frees is the one the next takes. So it is kept everywhere, but with
+// mingw-w64's GCC the lists have no destructor: GCC keeps thread_local objects there in
+// emulated TLS, whose storage a thread frees at exit before the destructors of those
+// objects run (GCC bug 80816, mingw-w64 bugs 527 and 859), so a destructor would read freed
+// memory (and free what it found there). What a thread still holds when it exits is then
+// left to the heap (at most max_cached blocks of each size; cached() says how many).
 #if defined(__MINGW32__) && !defined(__clang__)
-#define ASIO_WHEEL_BLOCK_CACHE_PER_THREAD 0
+#define ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT 0
 #else
-#define ASIO_WHEEL_BLOCK_CACHE_PER_THREAD 1
+#define ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT 1
 #endif
 
 class block_cache {
 public:
+  // Whether a thread's cached blocks go back to the heap when it exits (see above).
+  static constexpr bool freed_at_thread_exit = ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT;
+
   // Size classes: most handlers (lambdas, coroutine handlers) fit the first. 8 bytes short
   // of a power of two, so that glibc's chunk header fits in it: a 56-byte block takes 64
   // bytes of heap, where a 64-byte one takes 80. (Not named `small`: the Windows SDK's
@@ -49,7 +54,6 @@ public:
   static constexpr std::size_t max_cached = 4096;
 
   static void* allocate(std::size_t size) {
-#if ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
     if (size <= large_block) {
       list& l = lists()[size <= small_block ? 0 : 1];
       if (l.head != nullptr) {
@@ -64,7 +68,6 @@ public:
       }
       size = size <= small_block ? small_block : large_block;
     }
-#endif
     return ::operator new(size);
   }
 
@@ -72,7 +75,6 @@ public:
   // places that the compiler would otherwise make it a call (measured: 10 to 20
   // instructions per wait in benchmarks/callgrind_ops).
   [[gnu::always_inline]] static void deallocate(void* p, std::size_t size) noexcept {
-#if ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
     if (size <= large_block) {
       list& l = lists()[size <= small_block ? 0 : 1];
       if (l.count < max_cached) {
@@ -82,18 +84,17 @@ public:
         return;
       }
     }
-#else
-    (void)size;
-#endif
     ::operator delete(p);
   }
+
+  // The blocks this thread's lists hold, for tests that balance allocations.
+  static std::size_t cached() noexcept { return lists()[0].count + lists()[1].count; }
 
 private:
   struct block {
     block* next;
   };
 
-#if ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
   struct list {
     block* head = nullptr;
     std::size_t count = 0;
@@ -101,6 +102,7 @@ private:
     list() = default;
     list(const list&) = delete;
     list& operator=(const list&) = delete;
+#if ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT
     // At thread exit. Later frees on this thread (static destructors of the main thread, a
     // context destroyed at exit) find the list full and empty, and go straight to the heap.
     ~list() {
@@ -108,13 +110,13 @@ private:
         ::operator delete(std::exchange(head, head->next));
       count = max_cached;
     }
+#endif
   };
 
   static list* lists() noexcept {
     thread_local list per_thread[2];
     return per_thread;
   }
-#endif
 };
 
 // A standard allocator over block_cache: the default allocator of the library's operations.
@@ -159,6 +161,6 @@ public:
 
 } // namespace asio_wheel::detail
 
-#undef ASIO_WHEEL_BLOCK_CACHE_PER_THREAD
+#undef ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT
 
 #endif // ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
