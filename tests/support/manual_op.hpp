@@ -8,6 +8,7 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 
+#include <functional>
 #include <memory>
 #include <thread>
 #include <type_traits>
@@ -57,6 +58,9 @@ public:
   asio::cancellation_type_t last_type = asio::cancellation_type::none;
   std::thread::id cancelled_on; // the thread of the last cancellation
   bool had_slot = false;
+  // Called in each cancellation that acts, inside the emit, before the completion is posted:
+  // what a test must observe at the emission itself (the clock, say), not in the handler.
+  std::function<void()> on_cancel_emitted;
 
 private:
   struct handler_base {
@@ -103,6 +107,8 @@ private:
     ++cancellations;
     last_type = type;
     cancelled_on = std::this_thread::get_id();
+    if (on_cancel_emitted)
+      on_cancel_emitted();
     complete_later(asio::error::operation_aborted);
   }
 

@@ -22,8 +22,26 @@ namespace asio_wheel::detail {
 // a new wait), and Asio's recycling allocator keeps two blocks per thread, so a burst would
 // otherwise cost a malloc and a free per wait. A block freed on another thread joins that
 // thread's list. Each list is capped, so a burst's memory goes back to malloc after it.
+//
+// The recycling is what lets a wait re-arm from its own completion without the heap (a
+// heartbeat's look for a touch, an idle timer following its activity): the block its
+// completed operation frees is the one the next takes. So it is kept everywhere, but with
+// mingw-w64's GCC the lists have no destructor: GCC keeps thread_local objects there in
+// emulated TLS, whose storage a thread frees at exit before the destructors of those
+// objects run (GCC bug 80816, mingw-w64 bugs 527 and 859), so a destructor would read freed
+// memory (and free what it found there). What a thread still holds when it exits is then
+// left to the heap (at most max_cached blocks of each size; cached() says how many).
+#if defined(__MINGW32__) && !defined(__clang__)
+#define ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT 0
+#else
+#define ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT 1
+#endif
+
 class block_cache {
 public:
+  // Whether a thread's cached blocks go back to the heap when it exits (see above).
+  static constexpr bool freed_at_thread_exit = ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT;
+
   // Size classes: most handlers (lambdas, coroutine handlers) fit the first. 8 bytes short
   // of a power of two, so that glibc's chunk header fits in it: a 56-byte block takes 64
   // bytes of heap, where a 64-byte one takes 80. (Not named `small`: the Windows SDK's
@@ -69,6 +87,9 @@ public:
     ::operator delete(p);
   }
 
+  // The blocks this thread's lists hold, for tests that balance allocations.
+  static std::size_t cached() noexcept { return lists()[0].count + lists()[1].count; }
+
 private:
   struct block {
     block* next;
@@ -81,6 +102,7 @@ private:
     list() = default;
     list(const list&) = delete;
     list& operator=(const list&) = delete;
+#if ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT
     // At thread exit. Later frees on this thread (static destructors of the main thread, a
     // context destroyed at exit) find the list full and empty, and go straight to the heap.
     ~list() {
@@ -88,6 +110,7 @@ private:
         ::operator delete(std::exchange(head, head->next));
       count = max_cached;
     }
+#endif
   };
 
   static list* lists() noexcept {
@@ -137,5 +160,7 @@ public:
 };
 
 } // namespace asio_wheel::detail
+
+#undef ASIO_WHEEL_BLOCK_CACHE_FREED_AT_THREAD_EXIT
 
 #endif // ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
