@@ -212,13 +212,60 @@ public:
     return best;
   }
 
-  // A tick no later than wake_for(deadline), in a few instructions: the deadline, or the
-  // next multiple of 64 ticks if earlier (no upper-level slot is staged before it). An
-  // owner whose alarm is armed for this or earlier needs no wake_for().
-  tick_type wake_bound(tick_type deadline) const noexcept {
-    // Wraps to 0 in the last 64 ticks of the range: then wake_for() decides.
-    const tick_type boundary = (elapsed_ | (slots_per_level - 1)) + 1;
-    return deadline < boundary ? deadline : boundary;
+  // The deadlines an owner whose alarm is armed for `alarm` may file with no further look:
+  // [lo, lo + span), every deadline d there with wake_for(d) >= alarm, and so it stays
+  // through any inserts and removes until the next advance() or rewind() (an owner caches it,
+  // and tests a deadline against it in one compare). Conservative: a deadline outside may
+  // need no alarm either. O(levels), for the owner to compute when its alarm or the wheel's
+  // time changes.
+  //
+  // Why it holds. wake_for(d) is never before now(). For d > alarm at the alarm's level L or
+  // above it is the start of d's slot's predecessor on d's level, or a window's start, or
+  // (bucket 0 of a stage) the start of the slot before the window: all after `alarm` once d
+  // is two level-L slots past it. The exceptions are now(): a deadline joining a source that
+  // waits (none does unless staging is pending, and none starts to without advance() or
+  // rewind(), except through the next exception), and a deadline in bucket 0 of a stage
+  // that a lower stage chains to, that is in W_c for each c with chained(c) (then T_c =
+  // T_{c+1}, and W_c is that bucket): the range stops before the first such window above
+  // it, or starts after it.
+  struct wake_range {
+    tick_type lo = 0;
+    tick_type span = 0;
+  };
+  wake_range settled_range(tick_type alarm) const noexcept {
+    if (alarm <= elapsed_)
+      return {0, max_tick};
+    if (staging_pending_)
+      return {};
+    const unsigned level = wheel_geometry::level_of(elapsed_, alarm);
+    const unsigned shift = level * slot_bits;
+    tick_type lo = alarm;
+    if (level != 0) {
+      if ((alarm >> shift) + 2 > (max_tick >> shift))
+        return {}; // the end of the tick range
+      lo = ((alarm >> shift) + 2) << shift;
+    }
+    tick_type hi = max_tick;
+    for (unsigned c = 1; c + 1 < num_levels; ++c) {
+      const unsigned window_shift = c * slot_bits;
+      if (!chained(c))
+        continue;
+      if ((elapsed_ >> window_shift) == (max_tick >> window_shift))
+        break; // no window above: nothing can be filed there
+      const tick_type start = window_start(c);
+      const tick_type size = tick_type{1} << window_shift;
+      const tick_type end = max_tick - start < size ? max_tick : start + size;
+      if (end <= lo)
+        continue;
+      if (start > lo) {
+        hi = start;
+        break; // the windows start in order
+      }
+      lo = end;
+    }
+    if (hi <= lo)
+      return {};
+    return {lo, hi - lo};
   }
 
   // The tick by which advance() must next be called once an entry is inserted for
@@ -227,8 +274,7 @@ public:
   // level's next, to be staged; now() if it joins a source that waits. Never later than the
   // effective deadline; next_expiry() after that insert is no earlier than min(this,
   // next_expiry() before). An owner that files a deadline between its turns (which re-arm
-  // from next_expiry()) arms its alarm for it. O(1), a few instructions more than the
-  // deadline on the path of a wait.
+  // from next_expiry()) arms its alarm for it, unless settled_range() says it need not. O(1).
   tick_type wake_for(tick_type deadline) const noexcept {
     const tick_type when = deadline < elapsed_ ? elapsed_ : deadline;
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
