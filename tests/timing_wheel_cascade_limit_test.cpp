@@ -385,8 +385,8 @@ TEST_CASE("waits filed between turns, by the owner's alarm rule: none late, none
 
 // The contract the shortcut rests on: every deadline in settled_range(alarm) has
 // wake_for() >= alarm, and keeps it through any inserts until time moves. Random wheels,
-// their times' digits often 63 (stages chained) or 0, random alarms (the next expiry, the
-// next 64 ticks, or anywhere), deadlines drawn from the range's ends and middle and from the
+// their times' digits often 63 (stages chained) or 0, random alarms (the next expiry, a
+// wake_for(), or anywhere), deadlines drawn from the range's ends and middle and from the
 // places where wake_for() is now (just past boundaries), inserted as they are checked.
 TEST_CASE("settled_range: every deadline in it wakes no earlier than the alarm, through "
           "inserts") {
@@ -429,8 +429,10 @@ TEST_CASE("settled_range: every deadline in it wakes no earlier than the alarm, 
     if (rng() % 2 == 0)
       wheel.advance(wheel.now() + rng() % 200, timing_wheel::unlimited, [](wheel_node&) {});
     tick_type alarm = some_deadline();
-    if (rng() % 3 == 0)
+    if (const unsigned pick = static_cast<unsigned>(rng() % 3); pick == 0)
       alarm = wheel.next_expiry().value_or(alarm);
+    else if (pick == 1)
+      alarm = wheel.wake_for(alarm); // a slot's start, as an owner's alarm often is
     const timing_wheel::wake_range range = wheel.settled_range(alarm);
     while (used < nodes.size()) {
       tick_type d = some_deadline();
