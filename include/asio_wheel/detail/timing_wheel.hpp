@@ -224,7 +224,8 @@ public:
   // above it is the start of d's slot's predecessor on d's level, or a window's start, or
   // (bucket 0 of a stage) the start of the slot before the window: none before `alarm` once
   // d's level-L slot follows one that starts at or after it (the alarm's own slot's
-  // successor when the alarm is a slot's start, as wake_for() and next_expiry() give). The
+  // successor when the alarm is a slot's start, as wake_for() and next_expiry() give; the
+  // window's second bucket when the alarm is the window's start). The
   // exceptions are now(): a deadline joining a source that waits (none does unless staging is
   // pending, and none starts to without advance() or rewind(), except through the next exception),
   // and a deadline in bucket 0 of a stage that a lower stage chains to, that is in W_c for each c
@@ -242,7 +243,10 @@ public:
     const unsigned level = wheel_geometry::level_of(elapsed_, alarm);
     const unsigned shift = level * slot_bits;
     tick_type lo = alarm;
-    if (level != 0) {
+    if (level != 0 && alarm == window_start(level)) {
+      // The window itself, but for its bucket 0 (chain: the slot before the window).
+      lo = alarm + (level == 1 ? 0 : tick_type{1} << (shift - slot_bits));
+    } else if (level != 0) {
       // The first slot whose predecessor starts at or after the alarm.
       const tick_type next =
           (alarm >> shift) + ((alarm & ((tick_type{1} << shift) - 1)) == 0 ? 1 : 2);
