@@ -211,9 +211,9 @@ private:
   tick_type armed_at_ = 0;
   // The deadlines [settled_lo_, settled_lo_ + settled_span_) that settles() accepts:
   // wheel_->settled_range(armed_at_) while armed_, every deadline while superseded(), else
-  // none. Invariant: recomputed whenever
-  // armed_, armed_at_ or the wheel's time changes through this driver (an owner that
-  // advances the wheel directly, as heartbeat_group does, must not use settles()).
+  // none. Invariant: recomputed whenever armed_, armed_at_ or the wheel's time changes
+  // through this driver (an owner that advances the wheel directly, as heartbeat_group does,
+  // must not use settles()).
   tick_type settled_lo_ = 0;
   tick_type settled_span_ = 0;
 };
