@@ -16,8 +16,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -232,4 +234,234 @@ TEST_CASE("no expiry waits behind a cascade: with a cascade limit, every entry d
     CHECK(expired == s.entries);
     MESSAGE(what << ": " << ticks << " ticks, " << turns << " turns of work between them");
   }
+}
+
+namespace {
+
+// An owner as the wheel service drives its wheel: a turn when its alarm comes (advance() to
+// the alarm's tick, again at once while next_expiry() says now()), the alarm re-armed for
+// next_expiry() after it; a wait filed between turns moves the alarm to wake_for(deadline)
+// if earlier, unless the deadline lies in the range settled_range() gave for the alarm (the
+// shard's one-compare shortcut, kept as wheel_driver keeps it: recomputed whenever the alarm
+// or the wheel's time changes).
+struct alarm_owner {
+  explicit alarm_owner(timing_wheel& w) : wheel(w) {}
+
+  void rearm() {
+    alarm = wheel.next_expiry();
+    settle();
+  }
+
+  void file(wheel_node& n, tick_type deadline) {
+    if (!settles(deadline)) {
+      const tick_type wake = wheel.wake_for(deadline);
+      if (!alarm || wake < *alarm) {
+        alarm = wake;
+        settle();
+      }
+    }
+    wheel.insert(n, deadline);
+  }
+
+  bool settles(tick_type deadline) const { return deadline - settled.lo < settled.span; }
+  void settle() { settled = alarm ? wheel.settled_range(*alarm) : timing_wheel::wake_range{}; }
+
+  timing_wheel& wheel;
+  std::optional<tick_type> alarm;
+  timing_wheel::wake_range settled;
+};
+
+} // namespace
+
+// Issue #36, the waits filed between turns. A wait that joins a list still to be staged (a
+// source that waits, or bucket 0 of a stage the stage below chains to: a deadline just past
+// a boundary of 4096 ticks, filed in the 64 ticks before it) needs a turn at once, and the
+// owner's shortcut must not skip it: it did (a bound of the next 64 ticks taken as early
+// enough), and the boundary's turn then re-filed the whole batch, a cascade limit's worth per
+// advance(), with the boundary's expiries behind it. Here, with a cascade limit, an owner
+// that turns only at its alarm must find, at each alarm, every entry due by then expiring in
+// the first advance(), on its own tick, in the model's order.
+TEST_CASE("waits filed between turns, by the owner's alarm rule: none late, none behind a "
+          "cascade, whatever slot they join") {
+  using asio_wheel::test::reference_wheel;
+  struct scenario {
+    const char* what;
+    tick_type start;
+    std::size_t limit;
+  };
+  const scenario scenarios[] = {
+      {"before a boundary of 4096 ticks", 8192 - 300, 16},
+      {"before a boundary of 262144 ticks", 262'144 - 5'000, 16},
+      {"before a boundary of 64^4 ticks", 16'777'216 - 5'000, 32},
+      {"after a boundary", 3 * 4096 + 7, 8},
+  };
+  constexpr std::size_t capacity = 40'000;
+  for (const scenario& s : scenarios) {
+    const std::string what = s.what;
+    CAPTURE(what);
+    std::mt19937_64 rng(s.start * 31 + s.limit);
+    std::vector<node> nodes(capacity);
+    timing_wheel wheel(s.start);
+    struct unlink_all {
+      timing_wheel& w;
+      std::vector<node>& ns;
+      ~unlink_all() {
+        for (auto& n : ns)
+          if (n.is_linked())
+            w.remove(n);
+      }
+    } guard{wheel, nodes};
+    wheel.set_cascade_limit(s.limit);
+    reference_wheel model(capacity, s.start);
+    std::size_t used = 0;
+    const auto add = [&](tick_type deadline, alarm_owner* owner) {
+      node& n = nodes[used];
+      n.id = static_cast<int>(used);
+      if (owner != nullptr)
+        owner->file(n, deadline);
+      else
+        wheel.insert(n, deadline);
+      model.insert(static_cast<asio_wheel::test::node_id>(used), deadline);
+      ++used;
+    };
+    // Turns in the last ticks before each of the next boundaries of 4096 ticks (a due entry
+    // at each of them), where the waits filed after them join a chained stage's bucket 0.
+    for (tick_type b = (s.start / 4096 + 1) * 4096; b < s.start + 20'000; b += 4096)
+      for (tick_type t = b - 60; t < b; t += 7)
+        if (t > s.start)
+          add(t, nullptr);
+    alarm_owner owner(wheel);
+    owner.rearm();
+    std::size_t turns = 0, batches = 0, expired = 0;
+    while (!wheel.empty()) {
+      REQUIRE(owner.alarm.has_value());
+      const tick_type t = *owner.alarm;
+      REQUIRE(t >= wheel.now());
+      CAPTURE(t);
+      std::vector<int> got, want;
+      bool on_tick = true;
+      const bool done = wheel.advance(t, timing_wheel::unlimited, [&](wheel_node& n) {
+        got.push_back(static_cast<node&>(n).id);
+        on_tick = on_tick && n.deadline() == t;
+      });
+      model.advance(t, timing_wheel::unlimited, [&](asio_wheel::test::node_id id, tick_type) {
+        want.push_back(static_cast<int>(id));
+      });
+      REQUIRE(done);    // nothing due waited for staging
+      REQUIRE(on_tick); // the alarm came no later than any deadline
+      REQUIRE(got == want);
+      expired += got.size();
+      while (wheel.next_expiry() == wheel.now()) {
+        REQUIRE(++turns < 10'000'000);
+        wheel.advance(wheel.now(), timing_wheel::unlimited,
+                      [](wheel_node&) { FAIL("an expiry between ticks"); });
+      }
+      owner.rearm();
+      // A batch filed before the next turn: after each turn in the last 64 ticks before a
+      // boundary of 4096 ticks, just past it; else now and then, just past the next boundary
+      // of 64, 4096 or 262144 ticks, or anywhere in the next 300000 ticks.
+      const tick_type now = wheel.now();
+      const bool before_boundary = now % 4096 >= 4096 - 64;
+      if (used < capacity && (before_boundary || rng() % 3 == 0)) {
+        ++batches;
+        const std::size_t k = (std::min)(capacity - used, std::size_t{1} + rng() % 1500);
+        const unsigned shape = before_boundary ? 1 : static_cast<unsigned>(rng() % 4);
+        for (std::size_t i = 0; i < k; ++i) {
+          tick_type d = now + 1 + rng() % 300'000;
+          if (shape < 3) {
+            const unsigned shift = 6 * (shape + 1);
+            d = (((now >> shift) + 1) << shift) + rng() % 64;
+          }
+          add(d, &owner);
+        }
+      }
+    }
+    wheel.check_invariants();
+    CHECK(expired == used);
+    MESSAGE(what << ": " << used << " entries, " << batches << " batches, " << turns
+                 << " staging turns");
+  }
+}
+
+// The contract the shortcut rests on: every deadline in settled_range(alarm) has
+// wake_for() >= alarm, and keeps it through any inserts until time moves. Random wheels,
+// their times' digits often 63 (stages chained) or 0, random alarms (the next expiry, a
+// wake_for(), or anywhere), deadlines drawn from the range's ends and middle and from the
+// places where wake_for() is now (just past boundaries), inserted as they are checked.
+TEST_CASE("settled_range: every deadline in it wakes no earlier than the alarm, through "
+          "inserts") {
+  std::mt19937_64 rng(3601);
+  std::size_t in_range = 0;
+  for (int round = 0; round < 3000; ++round) {
+    tick_type start = 0;
+    for (unsigned level = 0; level < 6; ++level) {
+      const unsigned pick = static_cast<unsigned>(rng() % 3);
+      const tick_type digit = pick == 0 ? 63 : pick == 1 ? 0 : rng() % 64;
+      start |= digit << (6 * level);
+    }
+    timing_wheel wheel(start);
+    wheel.set_cascade_limit(1 + rng() % 8);
+    std::vector<node> nodes(120);
+    std::size_t used = 0;
+    struct unlink_all {
+      timing_wheel& w;
+      std::vector<node>& ns;
+      ~unlink_all() {
+        for (auto& n : ns)
+          if (n.is_linked())
+            w.remove(n);
+      }
+    } guard{wheel, nodes};
+    const auto some_deadline = [&] {
+      const tick_type now = wheel.now();
+      const unsigned shift = 6 * (1 + static_cast<unsigned>(rng() % 4));
+      switch (rng() % 3) {
+      case 0:
+        return (((now >> shift) + 1) << shift) + rng() % 128; // just past a boundary
+      case 1:
+        return now + rng() % 64;
+      default:
+        return now + rng() % (tick_type{4} << shift);
+      }
+    };
+    for (std::size_t i = rng() % 40; i > 0; --i)
+      wheel.insert(nodes[used++], some_deadline());
+    if (rng() % 2 == 0)
+      wheel.advance(wheel.now() + rng() % 200, timing_wheel::unlimited, [](wheel_node&) {});
+    tick_type alarm = some_deadline();
+    if (const unsigned pick = static_cast<unsigned>(rng() % 3); pick == 0)
+      alarm = wheel.next_expiry().value_or(alarm);
+    else if (pick == 1)
+      alarm = wheel.wake_for(alarm); // a slot's start, as an owner's alarm often is
+    const timing_wheel::wake_range range = wheel.settled_range(alarm);
+    while (used < nodes.size()) {
+      tick_type d = some_deadline();
+      if (range.span != 0 && rng() % 2 == 0) {
+        const tick_type off = rng() % (std::min)(range.span, tick_type{4});
+        switch (rng() % 3) {
+        case 0:
+          d = range.lo + off;
+          break;
+        case 1:
+          d = range.lo + range.span - 1 - off;
+          break;
+        default:
+          d = range.lo + rng() % range.span;
+          break;
+        }
+      }
+      if (d - range.lo < range.span) {
+        ++in_range;
+        CAPTURE(start);
+        CAPTURE(wheel.now());
+        CAPTURE(alarm);
+        CAPTURE(d);
+        REQUIRE(wheel.wake_for(d) >= alarm);
+      }
+      wheel.insert(nodes[used++], d);
+    }
+    wheel.check_invariants();
+  }
+  MESSAGE(in_range << " deadlines checked in range");
+  CHECK(in_range > 100'000);
 }

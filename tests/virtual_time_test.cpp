@@ -20,6 +20,7 @@
 
 #include <asio_wheel/basic_wheel_timer.hpp>
 #include <asio_wheel/cancel_after.hpp>
+#include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
 #include <asio_wheel/idle_timer.hpp>
 #include <asio_wheel/statistics.hpp>
@@ -513,5 +514,62 @@ TEST_CASE("1e5 timers in one level-2 slot: every expiry is on its tick, none beh
   CHECK(s.budget_turns == 0);
   CHECK(s.lateness[0] == count);
   MESSAGE("driver turns " << s.driver_turns << ", empty turns " << s.empty_turns
+                          << ", largest batch " << s.largest_batch);
+}
+
+// Issue #36, the waits filed in the last 64 ticks before a boundary of 4096 ticks, due just
+// after it: the wheel files them in bucket 0 of the level-2 stage, which the level-1 stage
+// chains to, so they must be staged again before the boundary. The wait that files the
+// first of them must wake the wheel at once (timing_wheel::wake_for); an alarm left armed
+// for the boundary (as it was: the shard's shortcut took a bound of 64 ticks ahead as early
+// enough) had the wheel stage 1e5 entries when the boundary came, 2048 per turn, its first
+// expiry behind them.
+TEST_CASE("1e5 waits filed just before a 4096-tick boundary, due just after it: staged before "
+          "the boundary, none behind a cascade") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  constexpr std::size_t count = 100'000;
+  const vclock::time_point origin = vclock::now();
+  vtimer first(io); // its wait creates the wheel, whose ticks begin at origin
+  // The wheel's tick of origin, on its scale (1 ms, tick boundaries at origin).
+  using asio_wheel::detail::tick_type;
+  const asio_wheel::detail::tick_scale<vclock> scale(1ms, origin);
+  const tick_type start = scale.floor(origin);
+  const tick_type boundary = ((start + 200) / 4096 + 1) * 4096;
+  const auto at = [&](tick_type tick) {
+    return origin + std::chrono::milliseconds(static_cast<std::int64_t>(tick - start));
+  };
+  bool first_fired = false;
+  first.expires_at(at(boundary));
+  first.async_wait([&](std::error_code ec) {
+    CHECK_FALSE(ec);
+    CHECK(vclock::now() == first.expiry());
+    first_fired = true;
+  });
+  // 54 ticks before the boundary: digit 1 of the wheel's time is 63.
+  vt.advance(at(boundary - 54) - vclock::now());
+  REQUIRE_FALSE(first_fired);
+  std::vector<std::unique_ptr<vtimer>> timers;
+  timers.reserve(count);
+  std::mt19937_64 rng(3636);
+  std::size_t fired = 0, off_tick = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    timers.push_back(std::make_unique<vtimer>(io));
+    vtimer& t = *timers.back();
+    t.expires_at(at(boundary + rng() % 64));
+    t.async_wait([&, &t = t](std::error_code ec) {
+      CHECK_FALSE(ec);
+      CHECK(first_fired);
+      ++fired;
+      off_tick += vclock::now() != t.expiry();
+    });
+  }
+  vt.run();
+  CHECK(first_fired);
+  CHECK(fired == count);
+  CHECK(off_tick == 0);
+  const asio_wheel::wheel_statistics s = asio_wheel::get_statistics<vclock>(io);
+  CHECK(s.budget_turns == 0);
+  MESSAGE("driver turns " << s.driver_turns << ", budget turns " << s.budget_turns
                           << ", largest batch " << s.largest_batch);
 }

@@ -90,10 +90,12 @@ public:
   // its handler finds nothing to do.
   void disarm(wheel_driver<Clock>& driver) noexcept {
     if (driver.armed()) {
-      driver.disarm();
       if constexpr (!is_virtual_clock<Clock>::value) {
+        driver.superseded(); // busy_: settled() for every tick until done()
         superseded_ = true;
         cancel();
+      } else {
+        driver.disarm();
       }
     }
   }

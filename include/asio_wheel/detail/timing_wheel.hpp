@@ -110,7 +110,8 @@ public:
   static constexpr unsigned num_slots = num_banks * slots_per_level;
   static constexpr std::size_t unlimited = (std::numeric_limits<std::size_t>::max)();
 
-  explicit timing_wheel(tick_type start = 0) noexcept : elapsed_(start) {
+  explicit timing_wheel(tick_type start = 0) noexcept {
+    set_time(start);
     for (unsigned level = 0; level < num_levels; ++level)
       level_bank_[level] = static_cast<std::uint8_t>(level);
     for (unsigned j = 1; j < num_levels; ++j)
@@ -212,13 +213,68 @@ public:
     return best;
   }
 
-  // A tick no later than wake_for(deadline), in a few instructions: the deadline, or the
-  // next multiple of 64 ticks if earlier (no upper-level slot is staged before it). An
-  // owner whose alarm is armed for this or earlier needs no wake_for().
-  tick_type wake_bound(tick_type deadline) const noexcept {
-    // Wraps to 0 in the last 64 ticks of the range: then wake_for() decides.
-    const tick_type boundary = (elapsed_ | (slots_per_level - 1)) + 1;
-    return deadline < boundary ? deadline : boundary;
+  // The deadlines an owner whose alarm is armed for `alarm` may file with no further look:
+  // [lo, lo + span), every deadline d there with wake_for(d) >= alarm, and so it stays
+  // through any inserts and removes until the next advance() or rewind() (an owner caches it,
+  // and tests a deadline against it in one compare). Conservative: a deadline outside may
+  // need no alarm either. O(levels), for the owner to compute when its alarm or the wheel's
+  // time changes.
+  //
+  // Why it holds. wake_for(d) is never before now(). For d > alarm at the alarm's level L or
+  // above it is the start of d's slot's predecessor on d's level, or a window's start, or
+  // (bucket 0 of a stage) the start of the slot before the window: none before `alarm` once
+  // d's level-L slot follows one that starts at or after it (the alarm's own slot's
+  // successor when the alarm is a slot's start, as wake_for() and next_expiry() give; the
+  // window's second bucket when the alarm is the window's start). The
+  // exceptions are now(): a deadline joining a source that waits (none does unless staging is
+  // pending, and none starts to without advance() or rewind(), except through the next exception),
+  // and a deadline in bucket 0 of a stage that a lower stage chains to, that is in W_c for each c
+  // with chained(c) (then T_c = T_{c+1}, and W_c is that bucket): the range stops before the first
+  // such window above it, or starts after it.
+  struct wake_range {
+    tick_type lo = 0;
+    tick_type span = 0;
+  };
+  wake_range settled_range(tick_type alarm) const noexcept {
+    if (alarm <= elapsed_)
+      return {0, max_tick};
+    if (staging_pending_)
+      return {};
+    const unsigned level = wheel_geometry::level_of(elapsed_, alarm);
+    const unsigned shift = level * slot_bits;
+    tick_type lo = alarm;
+    if (level != 0 && alarm == window_start(level)) {
+      // The window itself, but for its bucket 0 (chain: the slot before the window).
+      lo = alarm + (level == 1 ? 0 : tick_type{1} << (shift - slot_bits));
+    } else if (level != 0) {
+      // The first slot whose predecessor starts at or after the alarm.
+      const tick_type next =
+          (alarm >> shift) + ((alarm & ((tick_type{1} << shift) - 1)) == 0 ? 1 : 2);
+      if (next > (max_tick >> shift))
+        return {}; // the end of the tick range
+      lo = next << shift;
+    }
+    tick_type hi = max_tick;
+    for (unsigned c = 1; c + 1 < num_levels; ++c) {
+      const unsigned window_shift = c * slot_bits;
+      if (!chained(c))
+        continue;
+      if ((elapsed_ >> window_shift) == (max_tick >> window_shift))
+        break; // no window above: nothing can be filed there
+      const tick_type start = window_start(c);
+      const tick_type size = tick_type{1} << window_shift;
+      const tick_type end = max_tick - start < size ? max_tick : start + size;
+      if (end <= lo)
+        continue;
+      if (start > lo) {
+        hi = start;
+        break; // the windows start in order
+      }
+      lo = end;
+    }
+    if (hi <= lo)
+      return {};
+    return {lo, hi - lo};
   }
 
   // The tick by which advance() must next be called once an entry is inserted for
@@ -227,8 +283,7 @@ public:
   // level's next, to be staged; now() if it joins a source that waits. Never later than the
   // effective deadline; next_expiry() after that insert is no earlier than min(this,
   // next_expiry() before). An owner that files a deadline between its turns (which re-arm
-  // from next_expiry()) arms its alarm for it. O(1), a few instructions more than the
-  // deadline on the path of a wait.
+  // from next_expiry()) arms its alarm for it, unless settled_range() says it need not. O(1).
   tick_type wake_for(tick_type deadline) const noexcept {
     const tick_type when = deadline < elapsed_ ? elapsed_ : deadline;
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
@@ -265,7 +320,8 @@ public:
         const tick_type start = wheel_geometry::slot_start(elapsed_, 0, index);
         if (start > now)
           break;
-        // Never moves backwards: level 0 slots are >= the current digit.
+        // Never moves backwards: level 0 slots are >= the current digit. Only digit 0
+        // changes: window_digits_ stays.
         elapsed_ = start;
         if (budget == 0)
           return false;
@@ -289,8 +345,10 @@ public:
       if (!enter(*window, moves))
         return false;
     }
-    if (((elapsed_ ^ now) >> slot_bits) != 0)
+    if (((elapsed_ ^ now) >> slot_bits) != 0) {
       staging_pending_ = true; // other windows, other sources
+      set_time(now);
+    }
     elapsed_ = now;
     if (staging_pending_)
       stage(moves);
@@ -328,7 +386,7 @@ public:
       list.first = list.last = nullptr;
       bits_[stage_bank_[top + 1]] &= ~tick_type{1};
     }
-    elapsed_ = now;
+    set_time(now);
     while (chain != nullptr) {
       wheel_node& node = *chain;
       chain = node.next_;
@@ -499,13 +557,13 @@ private:
   // ran out first.
   bool enter(tick_type start, std::size_t& moves) noexcept {
     // `start` is the earliest thing due: every level below and their stages are empty.
-    elapsed_ = start - 1;
+    set_time(start - 1);
     const auto top = static_cast<unsigned>(countr_zero(start)) / slot_bits;
     if (!stage_group(1, top, moves)) {
       staging_pending_ = true;
       return false;
     }
-    elapsed_ = start;
+    set_time(start);
     for (unsigned j = 1; j <= top; ++j) {
       const std::uint8_t bank = stage_bank_[j];
       stage_bank_[j] = level_bank_[j - 1];
@@ -566,14 +624,23 @@ private:
                           static_cast<unsigned>(digits & (slots_per_level - 1));
     // A level's next slot (its window) is staged: out of line, and last (a tail call, so the
     // hot path saves no register for it).
-    if (level != 0 && digits == (elapsed_ >> shift) + 1)
+    if (digits == window_digits_[level])
       return link_window(node, when, level, slot);
     append(node, slot);
   }
 
   [[gnu::noinline]] void link_window(wheel_node& node, tick_type when, unsigned level,
                                      unsigned source) noexcept {
-    append(node, window_slot(when, level, source));
+    // Level 0 has no window: its sentinel matched the deadline at the end of the range.
+    append(node, level == 0 ? source : window_slot(when, level, source));
+  }
+
+  // Moves the time to `t`, and window_digits_ with it.
+  void set_time(tick_type t) noexcept {
+    elapsed_ = t;
+    window_digits_[0] = max_tick;
+    for (unsigned level = 1; level < num_levels; ++level)
+      window_digits_[level] = (t >> (level * slot_bits)) + 1;
   }
 
   // wake_for() of a deadline in the window of `level` (its slot `index`).
@@ -721,6 +788,10 @@ private:
   // rule; every entry in stage S_j lies in W_j (derived from it), in the bucket of its
   // digit j-1.
   tick_type elapsed_;
+  // Invariant: window_digits_[k] == (elapsed_ >> 6k) + 1 for k >= 1, the digits of level
+  // k's next slot (its window) with those above, as link() compares a deadline's; for level
+  // 0, which has none, max_tick (link_window() files a deadline that matches it as any).
+  tick_type window_digits_[num_levels];
   // Number of linked entries.
   std::size_t size_ = 0;
   // Set whenever a source may hold entries (an insert appended to one, time moved to other

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -66,6 +67,7 @@ public:
     scale_ = tick_scale<Clock>(tick, now);
     wheel_.emplace(scale_.floor(now));
     wheel_->set_cascade_limit(cascade_limit_);
+    settle();
   }
 
   // Longest tick accepted by set_tick(); beyond it a wheel is the wrong tool.
@@ -115,7 +117,7 @@ public:
       return true;
     } else {
       const tick_type now = scale_.floor(Clock::now());
-      wheel_->rewind(now);
+      rewind(now);
       return deadline <= now;
     }
   }
@@ -127,7 +129,7 @@ public:
   tick_type turn_at(const time_point& now) {
     const tick_type tick = scale_.floor(now);
     if constexpr (!Clock::is_steady)
-      wheel_->rewind(tick);
+      rewind(tick);
     return tick;
   }
 
@@ -135,7 +137,9 @@ public:
   // timing_wheel::advance); false if the budget ran out first.
   template <typename OnExpire>
   bool advance(tick_type now, OnExpire&& on_expire) {
-    return wheel_->advance(now, expiry_budget, static_cast<OnExpire&&>(on_expire));
+    const bool done = wheel_->advance(now, expiry_budget, static_cast<OnExpire&&>(on_expire));
+    settle();
+    return done;
   }
 
   // --- The alarm. One wait at a time, armed for the earliest tick with work: the wheel's
@@ -147,14 +151,43 @@ public:
   void armed_for(tick_type tick) noexcept {
     armed_ = true;
     armed_at_ = tick;
+    settle();
   }
   // The alarm's wait completed, or was cancelled, or is about to be replaced.
-  void disarm() noexcept { armed_ = false; }
+  void disarm() noexcept {
+    armed_ = false;
+    settled_span_ = 0;
+  }
+  // The alarm's wait was cancelled, and its handler, to come, disarms the driver and arms the
+  // alarm again for the wheel's next expiry: until then any deadline is settled (as
+  // service_alarm::settled() says).
+  void superseded() noexcept {
+    armed_ = false;
+    settled_lo_ = 0;
+    settled_span_ = (std::numeric_limits<tick_type>::max)();
+  }
+  // Whether a deadline filed now needs no look at the alarm: it is armed early enough for
+  // any wheel_.wake_for(deadline) (timing_wheel::settled_range). One compare, on the path of
+  // every wait; false says nothing (the owner then asks wake_for()).
+  bool settles(tick_type deadline) const noexcept { return deadline - settled_lo_ < settled_span_; }
   bool armed() const noexcept { return armed_; }
   // When the alarm wakes, while armed().
   time_point alarm_time() const noexcept { return scale_.time_of(armed_at_); }
 
 private:
+  void rewind(tick_type now) noexcept {
+    wheel_->rewind(now);
+    settle();
+  }
+
+  // Recomputes settled_lo_ and settled_span_: after the alarm or the wheel's time changes.
+  void settle() noexcept {
+    const timing_wheel::wake_range range =
+        armed_ ? wheel_->settled_range(armed_at_) : timing_wheel::wake_range{};
+    settled_lo_ = range.lo;
+    settled_span_ = range.span;
+  }
+
   // `d` for a message: in nanoseconds where they hold it, else in the clock's own units.
   static std::string describe(duration d) {
     using period = typename duration::period;
@@ -176,6 +209,13 @@ private:
   // fired. Invariant: armed_at_ is no later than the wheel's next expiry.
   bool armed_ = false;
   tick_type armed_at_ = 0;
+  // The deadlines [settled_lo_, settled_lo_ + settled_span_) that settles() accepts:
+  // wheel_->settled_range(armed_at_) while armed_, every deadline while superseded(), else
+  // none. Invariant: recomputed whenever armed_, armed_at_ or the wheel's time changes
+  // through this driver (an owner that advances the wheel directly, as heartbeat_group does,
+  // must not use settles()).
+  tick_type settled_lo_ = 0;
+  tick_type settled_span_ = 0;
 };
 
 } // namespace asio_wheel::detail

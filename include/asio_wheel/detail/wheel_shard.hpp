@@ -345,11 +345,12 @@ private:
   }
 
   // Makes sure the alarm wakes in time for a wait filed for `deadline`: not at the deadline
-  // but where the wheel must stage its slot ahead (timing_wheel::wake_for). Inline, the
-  // test against a bound of that tick that costs a few instructions: an alarm armed for the
-  // next 64 ticks, as in a busy context, is early enough for any deadline.
+  // but where the wheel must stage its slot ahead (timing_wheel::wake_for). Inline, one
+  // compare with the deadlines the armed alarm is known to be early enough for
+  // (wheel_driver::settles): in a busy context, or with the alarm armed for a slot further
+  // out than the deadline's, nearly all.
   [[gnu::always_inline]] bool arm_for(tick_type deadline) {
-    if (alarm_.settled(queue_.driver(), queue_.driver().wheel().wake_bound(deadline)))
+    if (queue_.driver().settles(deadline))
       return true;
     return arm_for_wake(deadline);
   }
