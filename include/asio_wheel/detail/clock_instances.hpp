@@ -34,7 +34,13 @@
   KEYWORD template class ::asio_wheel::detail::wheel_driver<CLOCK>;                                \
   KEYWORD template class ::asio_wheel::detail::timer_queue<CLOCK>
 
-#if !defined(ASIO_WHEEL_HEADER_ONLY) && !defined(ASIO_WHEEL_DETAIL_SOURCE)
+// The configuration macros that change these classes (ASIO_WHEEL_SHARDS, ASIO_WHEEL_MAX_SHARDS,
+// ASIO_WHEEL_SWEEP_FROM_SHARDS) must be the same for the separately compiled library as for
+// its users; a translation unit that defines one of them compiles its own instances instead
+// of declaring them extern, so that its code does not call the library's, compiled without.
+#if !defined(ASIO_WHEEL_HEADER_ONLY) && !defined(ASIO_WHEEL_DETAIL_SOURCE) &&                      \
+    !defined(ASIO_WHEEL_SHARDS) && !defined(ASIO_WHEEL_MAX_SHARDS) &&                              \
+    !defined(ASIO_WHEEL_SWEEP_FROM_SHARDS)
 ASIO_WHEEL_DETAIL_CLOCK_CLASSES(extern, std::chrono::steady_clock);
 ASIO_WHEEL_DETAIL_CLOCK_CLASSES(extern, std::chrono::system_clock);
 #endif
