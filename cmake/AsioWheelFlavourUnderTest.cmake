@@ -6,7 +6,8 @@
 # when it was found, else Boost.Asio) and defines
 #
 #   ASIO_WHEEL_FLAVOUR_UNDER_TEST  standalone or boost
-#   ASIO_WHEEL_FLAVOUR_TARGET      asio_wheel::asio_wheel or asio_wheel::asio_wheel_boost
+#   ASIO_WHEEL_FLAVOUR_TARGET      asio_wheel::asio_wheel or asio_wheel::asio_wheel_boost, or
+#                                  with ASIO_WHEEL_TEST_SEPARATE their _compiled variant
 #   asio_wheel_under_test          INTERFACE target for the tests, examples and benchmarks:
 #                                  the flavour's target, plus for Boost.Asio the forwarding
 #                                  headers described below
@@ -70,5 +71,18 @@ else()
   unset(_forward)
   unset(_from)
   unset(_to)
+endif()
+# ASIO_WHEEL_TEST_SEPARATE: everything above builds in the separately compiled mode
+# (ASIO_WHEEL_SEPARATE_COMPILATION, asio_wheel::asio_wheel_compiled): the unit tests and the
+# header check, against the library compiled once (scripts/test's cxx17 stage).
+option(ASIO_WHEEL_TEST_SEPARATE
+       "Build the tests, examples and benchmarks against the separately compiled mode" OFF)
+if(ASIO_WHEEL_TEST_SEPARATE)
+  if(NOT TARGET ${ASIO_WHEEL_FLAVOUR_TARGET}_compiled)
+    message(FATAL_ERROR "ASIO_WHEEL_TEST_SEPARATE needs ASIO_WHEEL_COMPILED=ON")
+  endif()
+  set(ASIO_WHEEL_FLAVOUR_TARGET ${ASIO_WHEEL_FLAVOUR_TARGET}_compiled)
+  message(STATUS "asio_wheel: tests, examples and benchmarks in the separately compiled mode "
+                 "(${ASIO_WHEEL_FLAVOUR_TARGET})")
 endif()
 target_link_libraries(asio_wheel_under_test INTERFACE ${ASIO_WHEEL_FLAVOUR_TARGET})

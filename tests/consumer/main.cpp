@@ -1,5 +1,6 @@
 // Consumer test program: built by tests/consumer/{find_package,add_subdirectory} against the
-// installed package and the source tree, with either flavour's target. Exits 0 if one
+// installed package and the source tree, with either flavour's target, header-only or
+// separately compiled (its _compiled target), with second.cpp. Exits 0 if one
 // wheel_timer fired, not early. The flavour comes from the target alone: nothing here
 // defines ASIO_WHEEL_USE_BOOST_ASIO.
 
@@ -18,6 +19,13 @@
 #if ASIO_WHEEL_CONSUMER_BOOST != defined(ASIO_WHEEL_USE_BOOST_ASIO)
 #error "the flavour's target did not select the flavour it stands for"
 #endif
+
+// And which mode (ASIO_WHEEL_CONSUMER_COMPILED, 0 or 1): the _compiled target's.
+#if ASIO_WHEEL_CONSUMER_COMPILED != defined(ASIO_WHEEL_SEPARATE_COMPILATION)
+#error "the target did not select the mode it stands for (asio_wheel_compiled: separate)"
+#endif
+
+bool consumer_second_tu(); // second.cpp
 
 #if defined(ASIO_WHEEL_USE_BOOST_ASIO)
 #include <boost/asio/io_context.hpp>
@@ -51,6 +59,10 @@ int main() {
   }
   if (elapsed < std::chrono::milliseconds(1)) {
     std::fprintf(stderr, "asio_wheel consumer: timer fired early\n");
+    return 1;
+  }
+  if (!consumer_second_tu()) {
+    std::fprintf(stderr, "asio_wheel consumer: the second translation unit's timers failed\n");
     return 1;
   }
   std::puts("asio_wheel consumer: ok");

@@ -8,6 +8,8 @@
 #                                              which adds the source tree as a subdirectory
 #   ASIO_WHEEL_CONSUMER_FLAVOUR=standalone|boost  the target the consumer links:
 #                                              asio_wheel::asio_wheel or asio_wheel_boost
+#   ASIO_WHEEL_CONSUMER_COMPILED=ON|OFF        link the flavour's separately compiled mode
+#                                              (asio_wheel::asio_wheel_compiled or _boost_compiled)
 #   ASIO_WHEEL_CONSUMER_CACHE                  -D arguments for the consumer's configure,
 #                                              separated by '|' (where this build found Asio)
 # The work directory is recreated on every run, so nothing stale can make the test pass.
@@ -35,6 +37,11 @@ elseif(_flavour STREQUAL "boost")
 else()
   message(FATAL_ERROR "run.cmake: unknown ASIO_WHEEL_CONSUMER_FLAVOUR '${_flavour}'")
 endif()
+set(_compiled OFF)
+if(ASIO_WHEEL_CONSUMER_COMPILED)
+  set(_compiled ON)
+  set(_pc_name "${_pc_name}_compiled")
+endif()
 string(REPLACE "|" ";" _consumer_cache "${ASIO_WHEEL_CONSUMER_CACHE}")
 set(_work "${ASIO_WHEEL_CONSUMER_WORK_DIR}")
 set(_config "${ASIO_WHEEL_CONSUMER_CONFIG}")
@@ -44,7 +51,7 @@ endif()
 
 function(run_step _what)
   string(REPLACE ";" " " _pretty "${ARGN}")
-  message(STATUS "[${_kind}, ${_flavour}] ${_what}: ${_pretty}")
+  message(STATUS "[${_kind}, ${_flavour}, compiled ${_compiled}] ${_what}: ${_pretty}")
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE _result TIMEOUT 240)
   if(NOT _result EQUAL 0)
     message(FATAL_ERROR "[${_kind}] ${_what} failed (${_result})")
@@ -65,6 +72,7 @@ set(_configure_args
     # Only what the test provides: not the user package registry, not a system install.
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
     "-DASIO_WHEEL_CONSUMER_FLAVOUR=${_flavour}"
+    "-DASIO_WHEEL_CONSUMER_COMPILED=${_compiled}"
     ${_consumer_cache})
 if(ASIO_WHEEL_CONSUMER_MAKE_PROGRAM)
   list(APPEND _configure_args "-DCMAKE_MAKE_PROGRAM=${ASIO_WHEEL_CONSUMER_MAKE_PROGRAM}")
@@ -87,6 +95,14 @@ if(_kind STREQUAL "find_package")
       message(FATAL_ERROR "[${_kind}] not installed: ${_file}")
     endif()
   endforeach()
+  if(_compiled)
+    file(GLOB _compiled_export "${_prefix}/share/cmake/asio_wheel/${_pc_name}Targets.cmake")
+    file(GLOB_RECURSE _compiled_lib
+         "${_prefix}/*${_pc_name}.lib" "${_prefix}/*${_pc_name}.a")
+    if(NOT _compiled_export OR NOT _compiled_lib)
+      message(FATAL_ERROR "[${_kind}] ${_pc_name}: its export or its library is not installed")
+    endif()
+  endif()
 
   # The version the installed package must report, from the one place it is written.
   file(STRINGS "${ASIO_WHEEL_SOURCE_DIR}/include/asio_wheel/version.hpp" _version_lines
@@ -113,6 +129,9 @@ if(_kind STREQUAL "find_package")
     set(_pc_include "${CMAKE_MATCH_1}")
     if(NOT EXISTS "${_pc_include}/asio_wheel.hpp")
       message(FATAL_ERROR "[${_kind}] pkg-config include dir ${_pc_include} has no asio_wheel.hpp")
+    endif()
+    if(_compiled AND NOT _cflags MATCHES "-DASIO_WHEEL_SEPARATE_COMPILATION")
+      message(FATAL_ERROR "[${_kind}] ${_pc_name}.pc does not select the separate mode: '${_cflags}'")
     endif()
     if(_flavour STREQUAL "boost" AND NOT _cflags MATCHES "-DASIO_WHEEL_USE_BOOST_ASIO")
       message(FATAL_ERROR "[${_kind}] ${_pc_name}.pc does not select Boost.Asio: '${_cflags}'")

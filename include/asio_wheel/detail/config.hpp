@@ -87,4 +87,18 @@
 #define ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE 0
 #endif
 
+// Header-only (the default) or separately compiled. With ASIO_WHEEL_SEPARATE_COMPILATION
+// defined in every translation unit, the library's code that depends on neither a handler
+// nor an executor (non-template functions, and the clock classes for std::chrono's
+// steady_clock and system_clock) is compiled once, in the translation unit that includes
+// <asio_wheel/src.hpp> (the CMake target asio_wheel::asio_wheel_compiled is one), instead of
+// in every translation unit that uses a timer: as Asio's ASIO_SEPARATE_COMPILATION, with
+// which it composes either way. Other clocks (virtual_clock, a user's) stay header-only.
+#if defined(ASIO_WHEEL_SEPARATE_COMPILATION)
+#define ASIO_WHEEL_DECL
+#else
+#define ASIO_WHEEL_HEADER_ONLY 1
+#define ASIO_WHEEL_DECL inline
+#endif
+
 #endif // ASIO_WHEEL_DETAIL_CONFIG_HPP

@@ -62,35 +62,21 @@ public:
   // Chooses the home from the timer's I/O executor or, if that tells nothing, the handler's,
   // unless it is found. Strong guarantee. Any thread; a shard calls it with its own lock
   // held (the order is: a shard's lock, then the home's). Out of line: it runs once per
-  // shard, and inlined it would cost every wait's start its inlining budget.
+  // shard, and inlined it would cost every wait's start its inlining budget. Only the
+  // reading of the executors' types is a template: the probing of an any_io_executor and
+  // the choice are not (adopt(), kind_of_any()), so that they are compiled once per
+  // translation unit, or once in all with ASIO_WHEEL_SEPARATE_COMPILATION, instead of once
+  // per pair of executor types.
   template <typename IoExecutor, typename Executor>
   [[gnu::cold, gnu::noinline]] void find(const IoExecutor& io_ex, const Executor& ex) {
     // Acquire: a shard that finds the home found by another thread then reads executor_.
     if (found_.load(std::memory_order_acquire))
       return;
-    std::lock_guard lock(mutex_);
-    if (found_.load(std::memory_order_relaxed))
-      return;
+    // Reading the executors needs no lock: it reads only them and context_, which is fixed.
     context_kind kind = kind_of(io_ex);
     if (!kind)
       kind = kind_of(ex);
-    if (kind.io != nullptr) {
-      executor_ = kind.io->get_executor();
-      io_context_.store(kind.io, std::memory_order_release);
-    } else if (kind.pool != nullptr) {
-      executor_ = kind.pool->get_executor();
-    } else if (kind.system != nullptr) {
-      executor_ = kind.system->get_executor();
-    } else {
-      // A context of a kind unknown here (or an io_context seen only through a user's
-      // executor, type-erased) has no executor that can be named from it. Asio's timer
-      // service, there, runs a scheduler on a thread of its own in the context; the wheel
-      // runs a one-thread pool. Its waits complete on their handlers' executors, which keep
-      // the work, so nothing of the context's own run() changes.
-      own_thread_.emplace(1);
-      executor_ = own_thread_->get_executor();
-    }
-    found_.store(true, std::memory_order_release);
+    adopt(kind);
   }
 
   // True when a handler on `ex` may be called directly from the service's own handlers:
@@ -172,15 +158,7 @@ private:
   template <typename Executor>
   context_kind kind_of(const Executor& ex) noexcept {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-      using io = asio::io_context::executor_type;
-      using io_tracked = std::decay_t<decltype(asio::prefer(
-          std::declval<const io&>(), asio::execution::outstanding_work.tracked))>;
-      using pool = asio::thread_pool::executor_type;
-      using pool_tracked = std::decay_t<decltype(asio::prefer(
-          std::declval<const pool&>(), asio::execution::outstanding_work.tracked))>;
-      return kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor,
-                            asio::strand<io>, asio::strand<io_tracked>, asio::strand<pool>,
-                            asio::strand<pool_tracked>, asio::strand<asio::any_io_executor>>(ex);
+      return kind_of_any(ex);
     } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value) {
       return kind_of_context(asio::query(ex, asio::execution::context));
     } else if constexpr (has_context_member<Executor>::value) {
@@ -189,6 +167,13 @@ private:
       return {}; // use_future's executor, for one, has no context
     }
   }
+
+  // The home found from `kind` (or the own thread's, if it tells nothing), unless another
+  // thread found it first. Strong guarantee.
+  [[gnu::cold]] ASIO_WHEEL_DECL void adopt(const context_kind& kind);
+
+  // kind_of() of a type-erased executor: the targets Asio itself makes are tried in turn.
+  ASIO_WHEEL_DECL context_kind kind_of_any(const asio::any_io_executor& ex) noexcept;
 
   template <typename... Targets>
   context_kind kind_of_target(const asio::any_io_executor& ex) noexcept {
@@ -291,5 +276,9 @@ template <bool TrackWork, typename Handler, typename Executor>
 }
 
 } // namespace asio_wheel::detail
+
+#if defined(ASIO_WHEEL_HEADER_ONLY)
+#include <asio_wheel/detail/impl/handler_executor.ipp>
+#endif
 
 #endif // ASIO_WHEEL_DETAIL_HANDLER_EXECUTOR_HPP

@@ -14,6 +14,7 @@
 // with it (its alarm an Asio timer), heartbeat_group its members (its alarm a wheel timer).
 // It starts no wait itself: its owner arms its alarm when armed_for() says so.
 
+#include <asio_wheel/detail/config.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
@@ -27,6 +28,22 @@
 #include <string>
 
 namespace asio_wheel::detail {
+
+// A duration of any clock, for the text of an exception: the cold paths that format and
+// throw it are not templates (compiled once, see ASIO_WHEEL_DECL).
+struct duration_text {
+  long double ns;  // the duration in nanoseconds
+  long long count; // else, when they cannot hold it: count x num/den seconds
+  long long num;
+  long long den;
+};
+
+// `d` in nanoseconds where they hold it, else in its clock's own units.
+ASIO_WHEEL_DECL std::string describe_duration(const duration_text& d);
+// Throw std::invalid_argument: the tick `tick` is not positive or longer than 60 s.
+[[noreturn, gnu::cold]] ASIO_WHEEL_DECL void throw_invalid_tick(const duration_text& tick);
+// Throw std::logic_error: the tick, `current`, can no longer change.
+[[noreturn, gnu::cold]] ASIO_WHEEL_DECL void throw_fixed_tick(const duration_text& current);
 
 template <typename Clock>
 class wheel_driver {
@@ -87,14 +104,9 @@ public:
     // Compared in the clock's own units: a coarse clock's extreme tick (seconds::max())
     // would overflow in nanoseconds.
     if (tick <= duration::zero() || tick > std::chrono::duration_cast<duration>(max_tick))
-      detail::throw_exception(
-          std::invalid_argument("asio_wheel: invalid tick of " + describe(tick) +
-                                "; the tick must be positive and at most 60 s (default 1 ms)"));
+      throw_invalid_tick(text_of(tick));
     if (tick != current && fixed)
-      detail::throw_exception(std::logic_error(
-          "asio_wheel: the tick of a context can only be changed before its "
-          "first wait (it is " +
-          describe(current) + "); call set_tick() right after creating the io_context"));
+      throw_fixed_tick(text_of(current));
   }
 
   const tick_scale<Clock>& scale() const noexcept { return scale_; }
@@ -188,16 +200,12 @@ private:
     settled_span_ = range.span;
   }
 
-  // `d` for a message: in nanoseconds where they hold it, else in the clock's own units.
-  static std::string describe(duration d) {
+  // The figures of `d` that describe_duration() (out of line) words a message with.
+  static duration_text text_of(duration d) noexcept {
     using period = typename duration::period;
-    const long double ns =
-        std::chrono::duration_cast<std::chrono::duration<long double, std::nano>>(d).count();
-    if (ns > -9.2e18L && ns < 9.2e18L)
-      return std::to_string(static_cast<long long>(ns)) + " ns";
-    return std::to_string(static_cast<long long>(d.count())) + " x " +
-           std::to_string(static_cast<long long>(period::num)) + "/" +
-           std::to_string(static_cast<long long>(period::den)) + " s";
+    return {std::chrono::duration_cast<std::chrono::duration<long double, std::nano>>(d).count(),
+            static_cast<long long>(d.count()), static_cast<long long>(period::num),
+            static_cast<long long>(period::den)};
   }
 
   std::size_t cascade_limit_;
@@ -219,5 +227,9 @@ private:
 };
 
 } // namespace asio_wheel::detail
+
+#if defined(ASIO_WHEEL_HEADER_ONLY)
+#include <asio_wheel/detail/impl/wheel_driver.ipp>
+#endif
 
 #endif // ASIO_WHEEL_DETAIL_WHEEL_DRIVER_HPP

@@ -151,10 +151,14 @@ public:
 
   // Virtual clock only (see virtual_time), which has one shard: the time its alarm would be
   // armed for, empty when nothing is pending.
+  // A member template, so that an explicit instantiation of the class for another clock
+  // (ASIO_WHEEL_SEPARATE_COMPILATION) does not instantiate it.
+  template <typename C = Clock>
   std::optional<time_point> virtual_next() const;
 
   // Virtual clock only: the alarm's wake-up, posted to the context (the caller polls it).
   // Returns false if nothing was armed.
+  template <typename C = Clock>
   bool virtual_fire();
 
 private:
@@ -273,6 +277,7 @@ private:
 
 } // namespace asio_wheel::detail
 
+#include <asio_wheel/detail/clock_instances.hpp>
 #include <asio_wheel/detail/impl/wheel_service.hpp>
 
 #endif // ASIO_WHEEL_DETAIL_WHEEL_SERVICE_HPP

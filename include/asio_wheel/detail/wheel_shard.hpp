@@ -244,10 +244,14 @@ public:
 
   // Virtual clock only (see virtual_time): the time the alarm would be armed for, empty
   // when nothing is pending.
+  // A member template, so that an explicit instantiation of the class for another clock
+  // (ASIO_WHEEL_SEPARATE_COMPILATION) does not instantiate it.
+  template <typename C = Clock>
   std::optional<time_point> virtual_next() const;
 
   // Virtual clock only: the alarm's wake-up, as the Asio timer would complete it, posted
   // to the context (the caller polls it). Returns false if nothing was armed.
+  template <typename C = Clock>
   bool virtual_fire();
 
 private:

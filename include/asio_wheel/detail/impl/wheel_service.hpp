@@ -114,16 +114,18 @@ wheel_statistics wheel_service<Clock, WaitTraits>::statistics(bool count_levels)
 }
 
 template <typename Clock, typename WaitTraits>
+template <typename C>
 auto wheel_service<Clock, WaitTraits>::virtual_next() const -> std::optional<time_point> {
-  static_assert(is_virtual_clock<Clock>::value);
+  static_assert(is_virtual_clock<C>::value);
   if (shard_type* s = shards_[0].load(std::memory_order_acquire))
     return s->virtual_next();
   return std::nullopt;
 }
 
 template <typename Clock, typename WaitTraits>
+template <typename C>
 bool wheel_service<Clock, WaitTraits>::virtual_fire() {
-  static_assert(is_virtual_clock<Clock>::value);
+  static_assert(is_virtual_clock<C>::value);
   if (shard_type* s = shards_[0].load(std::memory_order_acquire))
     return s->virtual_fire();
   return false;

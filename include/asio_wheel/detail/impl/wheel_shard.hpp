@@ -29,8 +29,9 @@ wheel_statistics wheel_shard<Clock, WaitTraits>::statistics(bool count_levels) c
 }
 
 template <typename Clock, typename WaitTraits>
+template <typename C>
 auto wheel_shard<Clock, WaitTraits>::virtual_next() const -> std::optional<time_point> {
-  static_assert(is_virtual_clock<Clock>::value);
+  static_assert(is_virtual_clock<C>::value);
   std::lock_guard lock(mutex_);
   if (!queue_.driver().armed() || queue_.live() == 0 || shutdown_)
     return std::nullopt;
@@ -38,8 +39,9 @@ auto wheel_shard<Clock, WaitTraits>::virtual_next() const -> std::optional<time_
 }
 
 template <typename Clock, typename WaitTraits>
+template <typename C>
 bool wheel_shard<Clock, WaitTraits>::virtual_fire() {
-  static_assert(is_virtual_clock<Clock>::value);
+  static_assert(is_virtual_clock<C>::value);
   std::lock_guard lock(mutex_);
   if (!queue_.driver().armed() || shutdown_)
     return false;

@@ -1,0 +1,57 @@
+//
+// detail/impl/handler_executor.ipp
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_IMPL_HANDLER_EXECUTOR_IPP
+#define ASIO_WHEEL_DETAIL_IMPL_HANDLER_EXECUTOR_IPP
+
+// service_home's members that depend on no executor type: included by handler_executor.hpp
+// header-only, else by <asio_wheel/src.hpp> (ASIO_WHEEL_DECL, config.hpp).
+
+#include <asio_wheel/detail/handler_executor.hpp>
+
+namespace asio_wheel::detail {
+
+ASIO_WHEEL_DECL void service_home::adopt(const context_kind& kind) {
+  std::lock_guard lock(mutex_);
+  if (found_.load(std::memory_order_relaxed))
+    return;
+  if (kind.io != nullptr) {
+    executor_ = kind.io->get_executor();
+    io_context_.store(kind.io, std::memory_order_release);
+  } else if (kind.pool != nullptr) {
+    executor_ = kind.pool->get_executor();
+  } else if (kind.system != nullptr) {
+    executor_ = kind.system->get_executor();
+  } else {
+    // A context of a kind unknown here (or an io_context seen only through a user's
+    // executor, type-erased) has no executor that can be named from it. Asio's timer
+    // service, there, runs a scheduler on a thread of its own in the context; the wheel
+    // runs a one-thread pool. Its waits complete on their handlers' executors, which keep
+    // the work, so nothing of the context's own run() changes.
+    own_thread_.emplace(1);
+    executor_ = own_thread_->get_executor();
+  }
+  found_.store(true, std::memory_order_release);
+}
+
+ASIO_WHEEL_DECL auto service_home::kind_of_any(const asio::any_io_executor& ex) noexcept
+    -> context_kind {
+  using io = asio::io_context::executor_type;
+  using io_tracked = std::decay_t<decltype(asio::prefer(
+      std::declval<const io&>(), asio::execution::outstanding_work.tracked))>;
+  using pool = asio::thread_pool::executor_type;
+  using pool_tracked = std::decay_t<decltype(asio::prefer(
+      std::declval<const pool&>(), asio::execution::outstanding_work.tracked))>;
+  return kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor, asio::strand<io>,
+                        asio::strand<io_tracked>, asio::strand<pool>, asio::strand<pool_tracked>,
+                        asio::strand<asio::any_io_executor>>(ex);
+}
+
+} // namespace asio_wheel::detail
+
+#endif // ASIO_WHEEL_DETAIL_IMPL_HANDLER_EXECUTOR_IPP
