@@ -88,12 +88,12 @@
 #endif
 
 // Header-only (the default) or separately compiled. With ASIO_WHEEL_SEPARATE_COMPILATION
-// defined in every translation unit, the library's code that depends on neither a handler
-// nor an executor (non-template functions, and the clock classes for std::chrono's
-// steady_clock and system_clock) is compiled once, in the translation unit that includes
+// defined in every translation unit, the library's non-template functions (ASIO_WHEEL_DECL,
+// defined in detail/impl/*.ipp) are compiled once, in the translation unit that includes
 // <asio_wheel/src.hpp> (the CMake target asio_wheel::asio_wheel_compiled is one), instead of
 // in every translation unit that uses a timer: as Asio's ASIO_SEPARATE_COMPILATION, with
-// which it composes either way. Other clocks (virtual_clock, a user's) stay header-only.
+// which it composes either way. The templates (the clock classes included) stay header-only;
+// docs/build_cost.md says why.
 #if defined(ASIO_WHEEL_SEPARATE_COMPILATION)
 #define ASIO_WHEEL_DECL
 #else

@@ -16,9 +16,15 @@
 #include <version>
 #endif
 
-// How a contended lock() sleeps: std::atomic::wait (C++20, a futex on Linux), else the Linux
-// futex system call on the same word (C++17), else a std::mutex and std::condition_variable
-// pair taken only by waiters. Never a spin or yield loop.
+// How a contended lock() sleeps: on Linux the futex system call on the lock's word, whatever
+// the C++ version; elsewhere std::atomic::wait (C++20), else a std::mutex and
+// std::condition_variable pair taken only by waiters. Never a spin or yield loop.
+//
+// One protocol on Linux for C++17 and C++20 alike: a program whose translation units differ in
+// the C++ version (a library built as C++17, coroutines in C++20) locks one wheel from both,
+// and libstdc++'s notify_one() wakes only the waiters its own wait() counted, so a C++17
+// sleeper on the raw futex was never woken by a C++20 unlock (an adversarial review hung such
+// a program in a few rounds of waits on two threads).
 //
 // Not libstdc++'s std::atomic::wait where it has no futex to sleep on (no
 // _GLIBCXX_HAVE_PLATFORM_WAIT: mingw-w64's GCC, whatever the C++ version): there a waiter
@@ -27,15 +33,15 @@
 // later rework of libstdc++'s atomic wait describes and fixes the race). Here a lost wake-up
 // leaves a thread asleep in lock() once the unlocks that could wake it have passed: a hung
 // context (faults_mt_test hung so under Wine).
-#if defined(__cpp_lib_atomic_wait) &&                                                              \
-    !(defined(__GLIBCXX__) && !defined(_GLIBCXX_HAVE_PLATFORM_WAIT))
-#define ASIO_WHEEL_FUTEX_ATOMIC_WAIT 1
-#elif defined(__linux__)
+#if defined(__linux__)
 #define ASIO_WHEEL_FUTEX_LINUX 1
 #include <climits>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#elif defined(__cpp_lib_atomic_wait) &&                                                            \
+    !(defined(__GLIBCXX__) && !defined(_GLIBCXX_HAVE_PLATFORM_WAIT))
+#define ASIO_WHEEL_FUTEX_ATOMIC_WAIT 1
 #else
 #define ASIO_WHEEL_FUTEX_CONDVAR 1
 #include <condition_variable>

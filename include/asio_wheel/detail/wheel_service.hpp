@@ -277,7 +277,6 @@ private:
 
 } // namespace asio_wheel::detail
 
-#include <asio_wheel/detail/clock_instances.hpp>
 #include <asio_wheel/detail/impl/wheel_service.hpp>
 
 #endif // ASIO_WHEEL_DETAIL_WHEEL_SERVICE_HPP
