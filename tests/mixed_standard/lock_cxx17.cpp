@@ -15,5 +15,9 @@
 #error "lock_cxx17.cpp must be compiled as C++17: the test is that the two versions interoperate"
 #endif
 
-void lock_cxx17(asio_wheel::detail::futex_mutex& m) { m.lock(); }
-void unlock_cxx17(asio_wheel::detail::futex_mutex& m) { m.unlock(); }
+void lock_cxx17(asio_wheel::detail::futex_mutex& m) {
+  m.lock();
+}
+void unlock_cxx17(asio_wheel::detail::futex_mutex& m) {
+  m.unlock();
+}

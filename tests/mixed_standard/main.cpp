@@ -28,8 +28,12 @@ void unlock_cxx17(asio_wheel::detail::futex_mutex& m);
 
 namespace {
 
-void lock_cxx20(asio_wheel::detail::futex_mutex& m) { m.lock(); }
-void unlock_cxx20(asio_wheel::detail::futex_mutex& m) { m.unlock(); }
+void lock_cxx20(asio_wheel::detail::futex_mutex& m) {
+  m.lock();
+}
+void unlock_cxx20(asio_wheel::detail::futex_mutex& m) {
+  m.unlock();
+}
 
 using lock_fn = void (*)(asio_wheel::detail::futex_mutex&);
 
