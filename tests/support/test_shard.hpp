@@ -48,9 +48,6 @@ public:
   // Whether configuration i of this test runs in this process.
   bool runs(std::size_t i) const { return i % count_ == index_; }
 
-  std::size_t index() const { return index_; }
-  std::size_t count() const { return count_; }
-
 private:
   std::size_t index_ = 0;
   std::size_t count_ = 1; // 1: not sharded, everything runs
