@@ -56,8 +56,8 @@ struct wait_record {
 template <class Timer>
 auto recorder(wait_record& r, const Timer& t) {
   r.expiry = t.expiry();
+  // `calls` last: a test thread polls it, then reads the others without joining the runners.
   return [&r](const asio::error_code& ec) {
-    ++r.calls;
     if (!ec) {
       ++r.success;
       if (sclock::now() < r.expiry)
@@ -65,6 +65,7 @@ auto recorder(wait_record& r, const Timer& t) {
     } else if (ec == asio::error::operation_aborted) {
       ++r.aborted;
     }
+    ++r.calls;
   };
 }
 
