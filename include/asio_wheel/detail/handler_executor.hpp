@@ -205,9 +205,10 @@ private:
   is_home_io(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
     // Relaxed: the answer is the pointer itself; nothing else of the home is read here.
     asio::io_context* const home = io_context_.load(std::memory_order_relaxed);
-    if (&ex.context() != home) {
-      if (home != nullptr || found_.load(std::memory_order_relaxed) ||
-          find_from(ex) != &ex.context())
+    // By query, not ex.context(): ASIO_NO_TS_EXECUTORS removes that member.
+    asio::io_context& context = asio::query(ex, asio::execution::context);
+    if (&context != home) {
+      if (home != nullptr || found_.load(std::memory_order_relaxed) || find_from(ex) != &context)
         return false;
     }
     return asio::query(ex, asio::execution::blocking) != asio::execution::blocking.never;
@@ -219,7 +220,8 @@ private:
   template <typename Allocator, std::uintptr_t Bits>
   [[gnu::cold, gnu::noinline]] asio::io_context*
   find_from(const asio::io_context::basic_executor_type<Allocator, Bits>& ex) {
-    if (&static_cast<asio::execution_context&>(ex.context()) != &context_)
+    if (&static_cast<asio::execution_context&>(asio::query(ex, asio::execution::context)) !=
+        &context_)
       return nullptr; // another context's: the timer's own executor will tell, later
     find(ex, ex);
     return io_context_.load(std::memory_order_relaxed);

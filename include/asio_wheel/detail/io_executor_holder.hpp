@@ -122,8 +122,10 @@ private:
     // property bits (blocking.never, relationship.continuation) that get_executor() would
     // not give back.
     if (const io_executor* io = target_if<io_executor>(ex)) {
-      if (*io == io->context().get_executor())
-        return reinterpret_cast<std::uintptr_t>(&contexts.own_executor(io->context()));
+      // The context by query, not io->context(): ASIO_NO_TS_EXECUTORS removes that member.
+      asio::io_context& context = asio::query(*io, asio::execution::context);
+      if (*io == context.get_executor())
+        return reinterpret_cast<std::uintptr_t>(&contexts.own_executor(context));
     }
     return encode_heap(ex);
   }
