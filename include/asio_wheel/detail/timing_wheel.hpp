@@ -52,16 +52,18 @@
 // reports work while a source is waiting (staging_pending_), and the instant a non-empty
 // list becomes a source, so that the owner's turns do the staging in time.
 //
-// Pacing. The sources of a group of chained windows (bottom..top, all starting at T_top)
-// become sources 64^bottom ticks ahead of it, their lead. While more than half of the lead
-// is left, the group is paced: only the first advance() of a tick moves its entries (a
-// limit's worth), and next_expiry() says the next tick rather than now(); in the second
-// half it is urgent, staged in calls at once as before. Staging in calls at once as soon as
-// a slot became a source held the owner's loop in a burst of cache misses every 64 ticks
-// (8,000 moves, 2 ms, at 1e6 timers over 8 s; more for a level-2 slot), which delayed the
-// expiries behind it and, on a loaded machine, got the thread preempted for as long again
-// (issue #36). A limit's worth per tick stages limit * 32 entries of a level-1 slot in time
-// and limit * 2048 of a level-2 slot; what a larger slot leaves is staged in the urgent half.
+// Pacing. A list becomes a source some time ahead of its window, its lead: 64^j ticks for
+// the level-j slot of W_j, 64^(j-1) for bucket 0 of S_j once the stage below chains to it.
+// While every waiting list of a group of chained windows (bottom..top, all starting at
+// T_top) has more than half of its lead left, the group is paced: only the first advance()
+// of a tick moves its entries (a limit's worth), and next_expiry() says the next tick
+// rather than now(); after that it is urgent, staged in calls at once as before
+// (group_state). Staging in calls at once as soon as a slot became a source held the
+// owner's loop in a burst of cache misses every 64 ticks (8,000 moves, 2 ms, at 1e6 timers
+// over 8 s; more for a level-2 slot), which delayed the expiries behind it and, on a loaded
+// machine, got the thread preempted for as long again (issue #36). A limit's worth per tick
+// stages limit * 32 entries of a level-1 slot in time and limit * 2048 of a level-2 slot;
+// what a larger slot leaves is staged in the urgent half.
 //
 // Order. Entries expire in order of effective deadline, and first in first out within one
 // tick, where the effective deadline is max(deadline, now() at insertion): a deadline
@@ -606,9 +608,10 @@ private:
         continue; // W_j is part of W_{j+1}'s group
       const unsigned group = bottom;
       bottom = j + 1;
-      if (!group_waits(group, j))
+      const waiting state = group_state(group, j);
+      if (state == waiting::none)
         continue;
-      if (!urgent(group, j)) {
+      if (state == waiting::paced) {
         if (share_spent) {
           left = true;
           continue;
@@ -621,25 +624,30 @@ private:
     staging_pending_ = left;
   }
 
-  // Whether a list of the group bottom..top waits to be staged: its level-top source, or
-  // bucket 0 of one of its stages above the bottom.
-  bool group_waits(unsigned bottom, unsigned top) const noexcept {
+  // What the group bottom..top has waiting to be staged: nothing; lists with more than half
+  // of their lead left before the window (W_top, where W_bottom starts too) comes due, to
+  // pace; or a list with at most half, urgent. A list's lead is the time from the moment it
+  // became a source to the window: 64^top ticks for the level-top source, 64^(j-1) for
+  // bucket 0 of S_j, a source once the stage below chains to it. So a slot that pacing, then
+  // urgent turns, could not stage before the stages below chained to it stays urgent.
+  enum class waiting { none, paced, urgent };
+  waiting group_state(unsigned bottom, unsigned top) const noexcept {
+    const tick_type left = window_start(top) - elapsed_;
+    waiting state = waiting::none;
+    const auto note = [&](unsigned lead_level) {
+      if (left <= (tick_type{1} << (lead_level * slot_bits - 1)))
+        state = waiting::urgent;
+      else if (state == waiting::none)
+        state = waiting::paced;
+    };
     if (lists_[level_bank_[top] * slots_per_level + wheel_geometry::digit_of(elapsed_, top) + 1]
             .first != nullptr)
-      return true;
+      note(top);
     for (unsigned j = top; j > bottom; --j) {
       if (lists_[stage_bank_[j] * slots_per_level].first != nullptr)
-        return true;
+        note(j - 1);
     }
-    return false;
-  }
-
-  // Whether the group bottom..top is staged without pacing: at most half of its lead is left
-  // before its window (W_top, where W_bottom starts too) comes due. The lead is the 64^bottom
-  // ticks from the time its lowest source became one (the slot before W_bottom began) to
-  // the window.
-  bool urgent(unsigned bottom, unsigned top) const noexcept {
-    return window_start(top) - elapsed_ <= (tick_type{1} << (bottom * slot_bits - 1));
+    return state;
   }
 
   // The tick by which advance() must be called for the staging that waits: now() if a
@@ -654,9 +662,10 @@ private:
         continue;
       const unsigned group = bottom;
       bottom = j + 1;
-      if (!group_waits(group, j))
+      const waiting state = group_state(group, j);
+      if (state == waiting::none)
         continue;
-      if (urgent(group, j) || paced_at_ != elapsed_)
+      if (state == waiting::urgent || paced_at_ != elapsed_)
         return elapsed_;
       paced = true;
     }
@@ -671,7 +680,8 @@ private:
     unsigned top = level;
     while (chained(top))
       ++top;
-    if (urgent(bottom, top) || paced_at_ != elapsed_ || elapsed_ == max_tick)
+    if (group_state(bottom, top) == waiting::urgent || paced_at_ != elapsed_ ||
+        elapsed_ == max_tick)
       return elapsed_;
     return elapsed_ + 1;
   }
