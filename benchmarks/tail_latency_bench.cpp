@@ -31,11 +31,12 @@
 //                             largest N (first repetition)
 //   --core                    instead, the wheel alone (detail::timing_wheel, no Asio): the
 //                             same N and shapes, advanced tick by tick as the driver does
-//                             (its budgets: 4096 expiries, 2048 moves per turn; staging
-//                             turns run between ticks), each turn's thread CPU time
-//                             measured: the worst turn, and the worst tick (from its first
-//                             turn until its expiries are done). Other load on the machine
-//                             does not count in it. --trace: per tick of the largest N,
+//                             (its budgets: 4096 expiries, 512 moves per turn; staging
+//                             turns the wheel asks for at once run between ticks), each
+//                             turn's thread CPU time measured: the worst turn, and the
+//                             worst tick (from its first turn until its expiries are
+//                             done). Other load on the machine does not count in it.
+//                             --trace: per tick of the largest N,
 //                             that CPU time (blocks: spread, burst).
 //   --json FILE               results as JSON
 //   --no-progress             nothing on stderr

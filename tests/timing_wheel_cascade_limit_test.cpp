@@ -236,6 +236,69 @@ TEST_CASE("no expiry waits behind a cascade: with a cascade limit, every entry d
   }
 }
 
+// Issue #36, the loop's stalls: staging that has time is paced, one advance()'s moves per
+// tick, instead of turns at once until the source is empty (a burst of milliseconds of
+// cache misses every 64 ticks, that held the loop and invited preemption). An owner that
+// sleeps until next_expiry() and runs turns at once while it says now(): while every slot
+// waiting to be staged has more than half of its lead left, it is never asked for a turn at
+// once, and yet every entry expires on its tick, in order. The slots are sized so that
+// pacing alone stages them in time: 30,000 entries in a level-2 slot (4096 ticks of lead) and
+// about 470 in each level-1 slot (64 ticks), at 64 moves per call. Before the fix, each
+// slot was staged in turns at once as soon as it became a source.
+TEST_CASE("staging with time to spare is paced, a limit's worth per tick, never in turns at "
+          "once") {
+  using asio_wheel::test::reference_wheel;
+  const std::size_t entries = 30'000;
+  std::mt19937_64 rng(36'001);
+  std::vector<node> nodes(entries);
+  timing_wheel wheel(0);
+  struct unlink_all {
+    timing_wheel& w;
+    std::vector<node>& ns;
+    ~unlink_all() {
+      for (auto& n : ns)
+        if (n.is_linked())
+          w.remove(n);
+    }
+  } guard{wheel, nodes};
+  wheel.set_cascade_limit(64);
+  reference_wheel model(entries, 0);
+  for (std::size_t i = 0; i < entries; ++i) {
+    nodes[i].id = static_cast<int>(i);
+    const tick_type d = 4096 + rng() % 4096;
+    wheel.insert(nodes[i], d);
+    model.insert(static_cast<asio_wheel::test::node_id>(i), d);
+  }
+  std::size_t calls = 0, at_once = 0, expired = 0;
+  while (!wheel.empty()) {
+    while (wheel.next_expiry() == wheel.now()) {
+      ++at_once;
+      REQUIRE(at_once < 1'000'000);
+      REQUIRE(wheel.advance(wheel.now(), timing_wheel::unlimited,
+                            [](wheel_node&) { FAIL("an expiry between ticks"); }));
+    }
+    const auto next = wheel.next_expiry();
+    REQUIRE(next.has_value());
+    const tick_type t = *next;
+    CAPTURE(t);
+    std::vector<int> got, want;
+    const bool done = wheel.advance(t, timing_wheel::unlimited, [&](wheel_node& n) {
+      got.push_back(static_cast<node&>(n).id);
+    });
+    model.advance(t, timing_wheel::unlimited, [&](asio_wheel::test::node_id id, tick_type) {
+      want.push_back(static_cast<int>(id));
+    });
+    REQUIRE(done);
+    REQUIRE(got == want);
+    expired += got.size();
+    ++calls;
+  }
+  wheel.check_invariants();
+  CHECK(expired == entries);
+  CHECK(at_once == 0);
+  MESSAGE(calls << " calls");
+}
+
 namespace {
 
 // An owner as the wheel service drives its wheel: a turn when its alarm comes (advance() to

@@ -52,6 +52,19 @@
 // reports work while a source is waiting (staging_pending_), and the instant a non-empty
 // list becomes a source, so that the owner's turns do the staging in time.
 //
+// Pacing. A list becomes a source some time ahead of its window, its lead: 64^j ticks for
+// the level-j slot of W_j, 64^(j-1) for bucket 0 of S_j once the stage below chains to it.
+// While every waiting list of a group of chained windows (bottom..top, all starting at
+// T_top) has more than half of its lead left, the group is paced: only the first advance()
+// of a tick moves its entries (a limit's worth), and next_expiry() says the next tick
+// rather than now(); after that it is urgent, staged in calls at once as before
+// (group_state). Staging in calls at once as soon as a slot became a source held the
+// owner's loop in a burst of cache misses every 64 ticks (8,000 moves, 2 ms, at 1e6 timers
+// over 8 s; more for a level-2 slot), which delayed the expiries behind it and, on a loaded
+// machine, got the thread preempted for as long again (issue #36). A limit's worth per tick
+// stages limit * 32 entries of a level-1 slot in time and limit * 2048 of a level-2 slot;
+// what a larger slot leaves is staged in the urgent half.
+//
 // Order. Entries expire in order of effective deadline, and first in first out within one
 // tick, where the effective deadline is max(deadline, now() at insertion): a deadline
 // already in the past is treated as due at the current tick and expires on the next
@@ -182,13 +195,20 @@ public:
 
   // The tick at which advance() next has work to do: the exact deadline when the earliest
   // entry is on level 0; else the earliest of the first tick of a window that comes due and
-  // the tick at which a list becomes a source to stage; now() while a source waits to be
-  // staged. Never later than the earliest deadline. Empty when the wheel is empty.
+  // the tick at which a list becomes a source to stage; while a source waits to be staged,
+  // now() or, when its staging is paced and this tick's share is done, the next tick (see
+  // "Pacing" in the design note). Never later than the earliest deadline. Empty when the
+  // wheel is empty.
   std::optional<tick_type> next_expiry() const noexcept {
     if (size_ == 0)
       return std::nullopt;
-    if (staging_pending_)
-      return elapsed_;
+    if (staging_pending_) {
+      // Every other event is after now(), but for a level-0 entry filed at now() (a deadline
+      // already past): due at once.
+      const tick_type wake = staging_wake();
+      const unsigned digit = wheel_geometry::digit_of(elapsed_, 0);
+      return ((bits_[level_bank_[0]] >> digit) & 1u) != 0 ? elapsed_ : wake;
+    }
     if (const tick_type bits = bits_[level_bank_[0]]; bits != 0)
       return wheel_geometry::slot_start(elapsed_, 0, static_cast<unsigned>(countr_zero(bits)));
     tick_type best = upper_event().value_or(max_tick);
@@ -222,7 +242,8 @@ public:
   //
   // Why it holds. wake_for(d) is never before now(). For d > alarm at the alarm's level L or
   // above it is the start of d's slot's predecessor on d's level, or a window's start, or
-  // (bucket 0 of a stage) the start of the slot before the window: none before `alarm` once
+  // (bucket 0 of a stage) the start of the slot before the window, or (a deadline joining a
+  // source that waits, its staging paced) the next tick: none before `alarm` once
   // d's level-L slot follows one that starts at or after it (the alarm's own slot's
   // successor when the alarm is a slot's start, as wake_for() and next_expiry() give; the
   // window's second bucket when the alarm is the window's start). The
@@ -238,7 +259,10 @@ public:
   wake_range settled_range(tick_type alarm) const noexcept {
     if (alarm <= elapsed_)
       return {0, max_tick};
-    if (staging_pending_)
+    // Staging that waits wakes the owner now(), but for paced staging whose share of this
+    // tick is spent: the next tick, which a deadline joining its source gets too (and no
+    // insert or remove makes it sooner).
+    if (staging_pending_ && (alarm - elapsed_ != 1 || staging_wake() != alarm))
       return {};
     const unsigned level = wheel_geometry::level_of(elapsed_, alarm);
     const unsigned shift = level * slot_bits;
@@ -573,17 +597,93 @@ private:
     return true;
   }
 
-  // Stages every source, the earliest windows first, within `moves`.
+  // Stages every source, the earliest windows first, within `moves`; a group whose staging
+  // is paced (not urgent()) only in the first call of a tick, which spends the tick's share.
   void stage(std::size_t& moves) noexcept {
+    const bool share_spent = paced_at_ == elapsed_;
+    bool left = false;
     unsigned bottom = 1;
     for (unsigned j = 1; j < num_levels; ++j) {
       if (chained(j))
         continue; // W_j is part of W_{j+1}'s group
-      if (!stage_group(bottom, j, moves))
-        return;
+      const unsigned group = bottom;
       bottom = j + 1;
+      const waiting state = group_state(group, j);
+      if (state == waiting::none)
+        continue;
+      if (state == waiting::paced) {
+        if (share_spent) {
+          left = true;
+          continue;
+        }
+        paced_at_ = elapsed_;
+      }
+      if (!stage_group(group, j, moves))
+        return;
     }
-    staging_pending_ = false;
+    staging_pending_ = left;
+  }
+
+  // What the group bottom..top has waiting to be staged: nothing; lists with more than half
+  // of their lead left before the window (W_top, where W_bottom starts too) comes due, to
+  // pace; or a list with at most half, urgent. A list's lead is the time from the moment it
+  // became a source to the window: 64^top ticks for the level-top source, 64^(j-1) for
+  // bucket 0 of S_j, a source once the stage below chains to it. So a slot that pacing, then
+  // urgent turns, could not stage before the stages below chained to it stays urgent.
+  enum class waiting { none, paced, urgent };
+  waiting group_state(unsigned bottom, unsigned top) const noexcept {
+    const tick_type left = window_start(top) - elapsed_;
+    waiting state = waiting::none;
+    const auto note = [&](unsigned lead_level) {
+      if (left <= (tick_type{1} << (lead_level * slot_bits - 1)))
+        state = waiting::urgent;
+      else if (state == waiting::none)
+        state = waiting::paced;
+    };
+    if (lists_[level_bank_[top] * slots_per_level + wheel_geometry::digit_of(elapsed_, top) + 1]
+            .first != nullptr)
+      note(top);
+    for (unsigned j = top; j > bottom; --j) {
+      if (lists_[stage_bank_[j] * slots_per_level].first != nullptr)
+        note(j - 1);
+    }
+    return state;
+  }
+
+  // The tick by which advance() must be called for the staging that waits: now() if a
+  // waiting group is urgent, or paced and without its share of this tick; else the next
+  // tick. now() as well when nothing waits after all (staging_pending_ is a "may"), for the
+  // call that clears it.
+  tick_type staging_wake() const noexcept {
+    bool paced = false;
+    unsigned bottom = 1;
+    for (unsigned j = 1; j < num_levels; ++j) {
+      if (chained(j))
+        continue;
+      const unsigned group = bottom;
+      bottom = j + 1;
+      const waiting state = group_state(group, j);
+      if (state == waiting::none)
+        continue;
+      if (state == waiting::urgent || paced_at_ != elapsed_)
+        return elapsed_;
+      paced = true;
+    }
+    return paced && elapsed_ != max_tick ? elapsed_ + 1 : elapsed_;
+  }
+
+  // staging_wake() for the group that holds the source of `level`, which waits.
+  tick_type group_wake(unsigned level) const noexcept {
+    unsigned bottom = level;
+    while (bottom > 1 && chained(bottom - 1))
+      --bottom;
+    unsigned top = level;
+    while (chained(top))
+      ++top;
+    if (group_state(bottom, top) == waiting::urgent || paced_at_ != elapsed_ ||
+        elapsed_ == max_tick)
+      return elapsed_;
+    return elapsed_ + 1;
   }
 
   // Stages the group of chained windows bottom..top (all starting at T_top): the level-top
@@ -647,7 +747,7 @@ private:
   [[gnu::noinline]] tick_type wake_for_window(tick_type when, unsigned level,
                                               unsigned index) const noexcept {
     if (lists_[level_bank_[level] * slots_per_level + index].first != nullptr)
-      return elapsed_; // joins the source, which waits
+      return group_wake(level); // joins the source, which waits
     if (level == 1)
       return when; // in S_1, at its own tick
     if (wheel_geometry::digit_of(when, level - 1) != 0)
@@ -798,6 +898,9 @@ private:
   // windows, a stage ran out of moves); cleared by stage() once every source is empty.
   // Invariant: false implies every source is empty.
   bool staging_pending_ = false;
+  // The tick whose share of paced staging stage() has given (see "Pacing" in the design
+  // note); max_tick before any.
+  tick_type paced_at_ = max_tick;
   // Which bank holds level k, and stage S_j (j >= 1); together, every bank once.
   std::uint8_t level_bank_[num_levels];
   std::uint8_t stage_bank_[num_levels];
