@@ -165,28 +165,6 @@ TEST_CASE("heartbeat_group: ranges at factor 1: a member touched while it waits 
   CHECK(a_at <= t0 + 111s + kTolerance);
 }
 
-// A change of the factor that makes a parked timer due between two ticks: the queue wakes it
-// at once, and its wait, moved to now(), completes in the same poll, as a timer whose expiry
-// has passed does. The wait used to be filed at now() rounded up to the next tick: one tick
-// late on top of the queue's own (issue #36, item 4), and on a real clock, whose turns run
-// just after a tick begins, nearly two ticks for every woken timer.
-TEST_CASE("idle_timer: a range: a factor change that makes it due mid-tick completes it in that "
-          "poll, not a tick later") {
-  asio::io_context io;
-  asio_wheel::virtual_time vt(io);
-  auto& scale = asio_wheel::timeout_scale::of(io);
-  const tp t0 = vt.now();
-  idle_t w(io, range{10ms, 110ms});
-  std::optional<outcome> done;
-  start_op(w, done);
-  vt.advance(50ms + 500us); // parked since t0 + 10 ms, due at t0 + 110 ms at factor 1
-  REQUIRE_FALSE(done);
-  scale.set(0.1); // due at t0 + 20 ms: passed
-  vt.advance(0s);
-  REQUIRE(done);
-  CHECK(done->at == t0 + 50ms + 500us);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Against a reference model.
 // ---------------------------------------------------------------------------------------------

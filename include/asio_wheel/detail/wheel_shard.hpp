@@ -177,10 +177,7 @@ public:
     if (entry.head_ == nullptr)
       return;
     const tick_type deadline = queue_.driver().scale().ceil(expiry);
-    // Passed by the clock, though not by the wheel's tick (a wait woken by a scaled queue
-    // is moved to now(), mid-tick): completes now, as the wheel would at its next tick,
-    // not a tick later. The clock is read only for an expiry the wheel has not reached.
-    if (queue_.driver().due(deadline) || expiry <= Clock::now()) {
+    if (queue_.driver().due(deadline)) {
       detach_all(entry, false);
       return;
     }
