@@ -63,7 +63,13 @@
 // over 8 s; more for a level-2 slot), which delayed the expiries behind it and, on a loaded
 // machine, got the thread preempted for as long again (issue #36). A limit's worth per tick
 // stages limit * 32 entries of a level-1 slot in time and limit * 2048 of a level-2 slot;
-// what a larger slot leaves is staged in the urgent half.
+// what a larger slot leaves is staged in the urgent half. Known limit (review of issue
+// #36): that half may be too short where the whole lead was not. A move costs c of the
+// owner's time (cold lines: 0.15-1 us), so the urgent half stages about (lead / 2) / c;
+// a level-1 slot of more than limit * 32 + 32 ms / c entries (at c = 0.25 us about
+// 140,000: 2,200 deadlines a millisecond, every millisecond) reaches its window unstaged
+// and its expiries wait behind staging turns, where staging at once from the start fitted
+// 64 ms / c. Judging urgency by the work left, not by the lead, needs each slot's count.
 //
 // Order. Entries expire in order of effective deadline, and first in first out within one
 // tick, where the effective deadline is max(deadline, now() at insertion): a deadline
