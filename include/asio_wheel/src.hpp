@@ -33,4 +33,21 @@
 #include <asio_wheel/detail/impl/handler_executor.ipp>
 #include <asio_wheel/detail/impl/wheel_driver.ipp>
 
+namespace asio_wheel::detail {
+
+// This translation unit's configuration, which every other one must share (see
+// detail/separate_compilation.hpp).
+template <typename... Config>
+bool separate_compilation_config_must_match_src_hpp() noexcept {
+  return true;
+}
+template bool
+separate_compilation_config_must_match_src_hpp<ASIO_WHEEL_SEPARATE_COMPILATION_CONFIG>() noexcept;
+
+ASIO_WHEEL_SEPARATE_CLOCK_CLASSES(template, std::chrono::steady_clock);
+ASIO_WHEEL_SEPARATE_CLOCK_CLASSES(template, std::chrono::system_clock);
+ASIO_WHEEL_SEPARATE_HOME_FINDS(template);
+
+} // namespace asio_wheel::detail
+
 #endif // ASIO_WHEEL_SRC_HPP
