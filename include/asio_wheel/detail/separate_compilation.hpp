@@ -102,11 +102,12 @@ bool separate_compilation_config_must_match_src_hpp() noexcept;
       ::asio_wheel::detail::config::boost_asio<::asio_wheel::detail::config::with_boost_asio>,     \
       ::asio_wheel::detail::config::asio_version<ASIO_WHEEL_ASIO_VERSION>
 
-// The odr-use: one guarded call per program at start-up, from whichever translation unit
-// initializes it first. In every translation unit that includes a timer's header, whether
-// or not it uses one, so that a program that mixes configurations is caught even where the
-// mismatched translation unit's calls happen to be inlined away.
-inline const bool separate_compilation_config_checked =
+// The odr-use: a call at start-up from each translation unit that includes a timer's header,
+// whether or not it uses one. Internal linkage, not an inline variable: the initializer of an
+// inline variable is one COMDAT group for the whole program, and the linker would keep the
+// first translation unit's (src.hpp's, if its object comes first) and drop the reference of
+// every other, so that a mismatched translation unit linked after it would go unnoticed.
+[[maybe_unused]] static const bool separate_compilation_config_checked =
     separate_compilation_config_must_match_src_hpp<ASIO_WHEEL_SEPARATE_COMPILATION_CONFIG>();
 
 // The clock classes of the two standard clocks, compiled in src.hpp's translation unit.
