@@ -92,8 +92,10 @@
 // defined in detail/impl/*.ipp) are compiled once, in the translation unit that includes
 // <asio_wheel/src.hpp> (the CMake target asio_wheel::asio_wheel_compiled is one), instead of
 // in every translation unit that uses a timer: as Asio's ASIO_SEPARATE_COMPILATION, with
-// which it composes either way. The templates (the clock classes included) stay header-only;
-// docs/build_cost.md says why.
+// which it composes either way. So are the clock classes of the two standard clocks, declared
+// extern templates (detail/separate_compilation.hpp, which also checks at link time that
+// every translation unit shares src.hpp's configuration); the other templates stay
+// header-only (docs/build_cost.md).
 #if defined(ASIO_WHEEL_SEPARATE_COMPILATION)
 #define ASIO_WHEEL_DECL
 #else

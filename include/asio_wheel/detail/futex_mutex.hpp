@@ -140,6 +140,19 @@ private:
 #endif
 };
 
+// Which of the three the lock sleeps on, for the link-time check of the separate mode
+// (detail/separate_compilation.hpp): the lock's size and code differ between them.
+struct futex_sleeps_on_syscall {};
+struct futex_sleeps_on_atomic_wait {};
+struct futex_sleeps_on_condvar {};
+#if defined(ASIO_WHEEL_FUTEX_LINUX)
+using futex_mutex_sleep = futex_sleeps_on_syscall;
+#elif defined(ASIO_WHEEL_FUTEX_ATOMIC_WAIT)
+using futex_mutex_sleep = futex_sleeps_on_atomic_wait;
+#else
+using futex_mutex_sleep = futex_sleeps_on_condvar;
+#endif
+
 } // namespace asio_wheel::detail
 
 #undef ASIO_WHEEL_FUTEX_ATOMIC_WAIT

@@ -85,8 +85,12 @@ public:
   // nullptr (see cancellation_target).
   cancellation_target* cancellation_ = nullptr;
 
+  // Calls the handler of a wait that was queued on its handler's executor (see
+  // queued_completion), its memory released first.
+  void call_queued() { fn_(this, action::call_queued, nullptr); }
+
 protected:
-  enum class action { invoke, destroy, destroy_inline, relocate };
+  enum class action { invoke, destroy, destroy_inline, relocate, call_queued };
   using op_fn = wait_op* (*)(wait_op*, action, void*);
   explicit wait_op(op_fn fn) noexcept : fn_(fn) {}
   wait_op(const wait_op&) = default;
@@ -150,6 +154,69 @@ private:
   static inline thread_local dispatch_scope* innermost_ = nullptr;
   static inline thread_local wait_op* failed_ = nullptr;
 };
+
+// The nullary function a dispatched wait is queued as on its handler's executor: the wait
+// itself, whose handler moves out only when it is called (see dispatch_scope). It speaks for
+// the handler's associated allocator, so that whatever the executor allocates to queue it (a
+// strand's operation, a pool's) comes from there, as with Asio's own operations. A template
+// on that allocator's type only, not on the handler, so that the executors' code that queues
+// it (Asio's dispatch, its operations and type-erased functions) is instantiated once per
+// executor and allocator type, shared by every handler type of a program.
+template <typename Allocator>
+class queued_completion {
+public:
+  using allocator_type = Allocator;
+
+  queued_completion(wait_op* op, const Allocator& allocator) noexcept
+      : op_(op), allocator_(allocator) {}
+  queued_completion(queued_completion&& other) noexcept
+      : op_(std::exchange(other.op_, nullptr)), allocator_(other.allocator_) {}
+  queued_completion& operator=(queued_completion&&) = delete;
+  ~queued_completion() {
+    if (op_ != nullptr && !dispatch_scope::give_back(op_))
+      op_->complete(false);
+  }
+
+  allocator_type get_allocator() const noexcept { return allocator_; }
+
+  void operator()() {
+    dispatch_scope::taken(op_);
+    std::exchange(op_, nullptr)->call_queued();
+  }
+
+private:
+  wait_op* op_;
+  allocator_type allocator_;
+};
+
+// Hands the completed wait `op` to its handler's executor, kept in `completion` (a
+// tracked_executor, inside the wait), as a queued_completion speaking for `allocator`. If
+// that throws and the wait was given back, the wait is as it was (its executor put back), set
+// as the failed one for the batch, and the exception propagates; a throw after the executor
+// queued it (or from the handler, called inline) leaves the wait to the executor. Shared by
+// every handler type with the same executor and allocator types, as queued_completion is, and
+// out of line, so that each handler's operation holds only a call: it is off the path of a
+// wait completed on the wheel's own context.
+template <typename Completion, typename Allocator>
+[[gnu::noinline]] void dispatch_queued(wait_op* op, Completion& completion,
+                                       const Allocator& allocator) {
+  auto ex = completion.take();
+  dispatch_scope scope(op);
+  ASIO_WHEEL_TRY {
+    asio::dispatch(ex, queued_completion<Allocator>(op, allocator));
+  }
+  ASIO_WHEEL_CATCH_ALL {
+    if (scope.given_back()) {
+      completion.put_back(std::move(ex));
+      dispatch_scope::set_failed(op);
+    }
+    ASIO_WHEEL_RETHROW;
+  }
+  // An executor that dropped the function without throwing (a closed queue, say): the
+  // handler goes uncalled, as Asio's own operation's would.
+  if (scope.given_back())
+    op->complete(false);
+}
 
 // Bytes for one wait kept inside its timer object (timer_entry::inline_): the header above
 // plus a handler of two pointers, such as most lambdas and every coroutine handler.
@@ -277,59 +344,6 @@ private:
     allocator_type alloc_;
   };
 
-  // The nullary function a dispatched wait is queued as on its handler's executor: the wait
-  // itself, whose handler moves out only when it is called (see dispatch_scope). It speaks
-  // for the handler's associated allocator, so that whatever the executor allocates to queue
-  // it (a strand's operation, a pool's) comes from there, as with Asio's own operations.
-  class queued_completion {
-  public:
-    using allocator_type = asio::associated_allocator_t<Handler>;
-
-    explicit queued_completion(wait_handler_op* op) noexcept
-        : op_(op), allocator_(asio::get_associated_allocator(op->handler_)) {}
-    queued_completion(queued_completion&& other) noexcept
-        : op_(std::exchange(other.op_, nullptr)), allocator_(other.allocator_) {}
-    queued_completion& operator=(queued_completion&&) = delete;
-    ~queued_completion() {
-      if (op_ != nullptr && !dispatch_scope::give_back(op_))
-        do_fn(op_, action::destroy, nullptr);
-    }
-
-    allocator_type get_allocator() const noexcept { return allocator_; }
-
-    void operator()() {
-      dispatch_scope::taken(op_);
-      call(std::exchange(op_, nullptr));
-    }
-
-  private:
-    wait_handler_op* op_;
-    allocator_type allocator_;
-  };
-
-  // Hands the completed wait to its handler's executor. If that throws and the wait was
-  // given back, the wait is as it was (its executor put back), set as the failed one for
-  // the batch, and the exception propagates; a throw after the executor queued it (or from
-  // the handler, called inline) leaves the wait to the executor.
-  static void dispatch(wait_handler_op* self) {
-    auto ex = self->completion_.take();
-    dispatch_scope scope(self);
-    ASIO_WHEEL_TRY {
-      asio::dispatch(ex, queued_completion(self));
-    }
-    ASIO_WHEEL_CATCH_ALL {
-      if (scope.given_back()) {
-        self->completion_.put_back(std::move(ex));
-        dispatch_scope::set_failed(self);
-      }
-      ASIO_WHEEL_RETHROW;
-    }
-    // An executor that dropped the function without throwing (a closed queue, say): the
-    // handler goes uncalled, as Asio's own operation's would.
-    if (scope.given_back())
-      do_fn(self, action::destroy, nullptr);
-  }
-
   // Calls the handler of a completed wait (dispatched, or one whose handler's move may
   // throw), its memory released first.
   static void call(wait_handler_op* self) {
@@ -344,7 +358,11 @@ private:
     auto* self = static_cast<wait_handler_op*>(base);
     if constexpr (!std::is_same_v<Completion, direct_completion>) {
       if (what == action::invoke) {
-        dispatch(self);
+        dispatch_queued(self, self->completion_, asio::get_associated_allocator(self->handler_));
+        return nullptr;
+      }
+      if (what == action::call_queued) {
+        call(self);
         return nullptr;
       }
     }

@@ -278,5 +278,6 @@ private:
 } // namespace asio_wheel::detail
 
 #include <asio_wheel/detail/impl/wheel_service.hpp>
+#include <asio_wheel/detail/separate_compilation.hpp>
 
 #endif // ASIO_WHEEL_DETAIL_WHEEL_SERVICE_HPP
