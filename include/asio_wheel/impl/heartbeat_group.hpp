@@ -306,7 +306,8 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
 // due members and the heads of the queues due by `now`. nullptr when none is due.
 template <typename Clock, typename WaitTraits, typename Executor>
 inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const time_point& now,
-                                                                         tick_type now_tick)
+                                                                         tick_type now_tick,
+                                                                         tick_type& taken_at)
     -> member* {
   const double f = scale_source_ != nullptr ? factor() : 1.0;
   time_point q_due{};
@@ -317,17 +318,23 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const t
   if (look)
     q_due = l_due;
   member* due = nullptr;
-  driver_.wheel().advance(
-      q == queues::none && !look ? now_tick : (std::min)(now_tick, driver_.scale().ceil(q_due)), 1,
-      [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
-  if (due == nullptr && look) {
+  detail::timing_wheel& wheel = driver_.wheel();
+  wheel.advance(q == queues::none && !look ? now_tick
+                                           : (std::min)(now_tick, driver_.scale().ceil(q_due)),
+                1, [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+  if (due != nullptr) {
+    // The wheel's time is the entry's tick (or, for an entry filed late, past it).
+    taken_at = (std::max)(due->deadline(), wheel.now());
+  } else if (look) {
     // Its look: the member leaves the drop's queue, to be judged.
+    taken_at = driver_.scale().ceil(q_due);
     due = &looks_.pop_front();
     queues_.remove(*due);
     return due;
-  }
-  if (due == nullptr && q != queues::none)
+  } else if (q != queues::none) {
+    taken_at = driver_.scale().ceil(q_due);
     due = &static_cast<member&>(queues_.pop(q));
+  }
   if (due != nullptr)
     looks_.remove(*due);
   return due;
@@ -347,13 +354,22 @@ basic_heartbeat_group<Clock, WaitTraits, Executor>::look_due(double f,
 
 // Takes the due members one at a time, so that the event handler runs outside the wheel's
 // advance() and may change the wheel, or destroy the group (`still` then says so).
+//
+// The events of a run come in the order of their thresholds. A member is taken at the tick
+// it was filed for, which is not always its event's: a pinged member is filed for its look
+// (ping_after after the ping) when that comes before its drop, and a run that comes late
+// (a stalled loop) finds the drop due too; or a member touched after its look was filed
+// is found with a ping due later than the look. Such a member is filed again at its
+// event's tick, so that the members due in between come first: this run reaches that tick
+// unless the event falls within now_tick's tick, after its instant (the next run's then).
 template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const anchor& still) {
   const time_point now = clock_type::now();
   // A clock stepped back: members filed after now_tick are not due (see file()).
   const tick_type now_tick = driver_.turn_at(now);
   for (std::size_t taken = 0; taken < members_per_run; ++taken) {
-    member* due = take_due(now, now_tick);
+    tick_type taken_at = 0;
+    member* due = take_due(now, now_tick, taken_at);
     if (due == nullptr)
       return;
     member& m = *due;
@@ -361,7 +377,18 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const an
     // The factor in force now, read for each member: the threshold it is judged by is the
     // one in force when its event is delivered.
     const thresholds th = at(factor());
-    switch (rule::due(th, last, m.pinged_for_, now)) {
+    const typename rule::step step = rule::due(th, last, m.pinged_for_, now);
+    if (step != rule::step::wait) {
+      // An event due by `now` but after now_tick's instant waits for its tick, as a member
+      // filed for it would.
+      const tick_type event_at = driver_.scale().ceil(
+          detail::saturating_add(last, step == rule::step::ping ? th.ping_after : th.drop_after));
+      if (event_at > taken_at) {
+        driver_.wheel().insert(m, event_at);
+        continue;
+      }
+    }
+    switch (step) {
     case rule::step::wait:
       // Touched since it was filed (the thresholds moved, and are later than now), or the
       // factor went up: filed again from its stamp.
