@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -866,4 +867,44 @@ TEST_CASE("heartbeat_group: invalid threshold ranges throw std::invalid_argument
   CHECK(message_of({range{1s, 4s}, range{2s, 5s}}) == "no exception");
   CHECK(message_of({{}, range{0s, 5s}}).find("< drop_after") != std::string::npos);
   CHECK(message_of({{}, range{1ms, 5s}}) == "no exception");
+}
+
+TEST_CASE("heartbeat_group: a clock stepped back by an event handler: the rest of the run is "
+          "judged by the clock as it then reads, never early") {
+  // Not steady (system_clock after an NTP step): the group follows the clock back.
+  struct tag;
+  using clock = asio_wheel::test::manual_clock<tag, std::chrono::nanoseconds, false>;
+  using group_t = asio_wheel::basic_heartbeat_group<clock>;
+  const clock::time_point t0(kT0);
+  clock::reset(t0, /*running=*/false);
+  asio::io_context ioc;
+  scaled_log<clock> log;
+  log.scale = &asio_wheel::timeout_scale::of(ioc);
+  std::deque<group_t::member> members(1);
+  std::optional<group_t> group;
+  group.emplace(ioc, group_t::options{{}, {30ms, 40ms}},
+                [&, record = log.handler()](group_t::member& m, group_t::event ev) {
+                  record(m, ev);
+                  if (&m == &members.front()) {
+                    clock::set(t0 + 10ms);  // stepped back, from 100 ms to 10 ms
+                    members.emplace_back(); // a connection the handler accepts
+                    group->watch(members.back());
+                  }
+                });
+  log.scale->set(0.0);
+  group->watch(members.front()); // at t0: its drop due at t0 + 30 ms
+  clock::set(t0 + 100ms);        // the loop is late
+  next_turn(ioc);
+  REQUIRE(log.events.size() == 1);
+  CHECK(log.events[0].who == &members.front());
+  // The new member, watched at t0 + 10 ms, is not due in the rest of that run (the run read
+  // the clock at t0 + 100 ms), nor before t0 + 40 ms.
+  run_for(ioc, kStillScaled);
+  CHECK(log.events.size() == 1);
+  CHECK(group->size() == 1);
+  clock::set(t0 + 40ms);
+  run_until(ioc, [&] { return log.events.size() == 2; });
+  REQUIRE(log.events.size() == 2);
+  CHECK(log.events[1].who == &members.back());
+  CHECK(log.events[1].at == t0 + 40ms);
 }

@@ -398,41 +398,85 @@ TEST_CASE("heartbeat_group: after a stall, one run delivers its events in the or
   CHECK((got[3].who == &b && !got[3].ping && got[3].at == 45ms));
 }
 
-// The property behind the case above, over random schedules: members watched in waves,
+// A lowered factor makes members of the queues due before the instant the group's wheel
+// has reached (it went there for a member filed in it): they come before the wheel's
+// entries, in the order of their thresholds at the new factor. And a member found with its
+// drop due as well as its ping waits for its drop's place.
+TEST_CASE("heartbeat_group: ranges: after the factor goes down, the members past their new "
+          "thresholds come in threshold order, before the wheel's") {
+  using group_t = asio_wheel::basic_heartbeat_group<vclock>;
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const vclock::time_point start = vt.now();
+  const range ping_r{10ms, 100ms}, drop_r{20ms, 200ms};
+  struct got_event {
+    const group_t::member* who;
+    bool ping;
+    dur at;
+  };
+  std::vector<got_event> got;
+  group_t group(io, group_t::options{ping_r, drop_r}, [&](group_t::member& m, group_t::event ev) {
+    got.push_back({&m, ev == group_t::event::ping, vclock::now() - start});
+  });
+  group_t::member a, b, c;
+  group.watch(a); // 0 ms: its ping's minimum at 10 ms, then in the ping queue
+  vt.advance(15ms);
+  group.watch(b);   // 15 ms: in the ping queue from 25 ms
+  vt.advance(25ms); // 40 ms
+  group.watch(c);   // in the wheel until 50 ms, which it takes the wheel to
+  vt.advance(10ms); // 50 ms
+  REQUIRE(got.empty());
+  // At 0.1: a's ping due at 19 ms and its drop at 38 ms; b's ping at 34 ms; c's at 59 ms.
+  asio_wheel::timeout_scale::of(io).set(0.1);
+  vt.advance(0ms);
+  REQUIRE(got.size() == 2);
+  CHECK((got[0].who == &b && got[0].ping && got[0].at == 50ms));
+  CHECK((got[1].who == &a && !got[1].ping && got[1].at == 50ms));
+  vt.advance(9ms); // b's drop due at 53 ms, c's ping at 59 ms
+  REQUIRE(got.size() == 4);
+  CHECK((got[2].who == &b && !got[2].ping && got[2].at == 53ms));
+  CHECK((got[3].who == &c && got[3].ping && got[3].at == 59ms));
+}
+
+// The property behind the cases above, over random schedules: members watched in waves,
 // random touches, runs late by up to 40 ms (the clock set ahead before the group's wait
-// completes), fixed thresholds and ranges at a fixed factor. Every event comes no earlier
-// than its threshold and in threshold order, to within the group's 1 ms tick (events of one
-// tick come in the order they were filed); every member is dropped in the end.
+// completes), fixed thresholds and ranges, for ranges with the factor changed at random
+// between runs in half the schedules. Every event comes no earlier than its threshold at the
+// factor in force, and in threshold order among the events delivered at one factor, to
+// within the group's 1 ms tick (events of one tick come in the order they were filed);
+// every member is dropped in the end.
 TEST_CASE("heartbeat_group: runs late by random stalls: every event after its threshold, in "
           "threshold order") {
   using group_t = asio_wheel::basic_heartbeat_group<vclock>;
   std::mt19937_64 rng(3535);
   int misordered = 0, early = 0, left = 0;
   std::size_t events = 0;
-  for (int n = 0; n < 400; ++n) {
+  for (int n = 0; n < 600; ++n) {
     asio::io_context io;
     asio_wheel::virtual_time vt(io);
-    const bool ranged = n % 2 == 1;
-    const double f = static_cast<double>(rng() % 11) / 10.0;
+    const bool ranged = n % 3 != 0;
+    const bool rescaled = n % 3 == 2;
+    auto& scale = asio_wheel::timeout_scale::of(io);
     const auto ms_upto = [&rng](int below) {
       return dur(std::chrono::milliseconds(static_cast<int>(rng() % static_cast<unsigned>(below))));
     };
+    const auto random_factor = [&rng] { return static_cast<double>(rng() % 11) / 10.0; };
     const dur pmin = 5ms + ms_upto(40);
     const dur pmax = ranged ? pmin + ms_upto(40) : pmin;
     const dur dmin = pmin + 1ms + ms_upto(60);
     const dur dmax = ranged ? std::max(dmin, dur(pmax + 1ms)) + ms_upto(40) : dmin;
     const range ping_r{pmin, pmax}, drop_r{dmin, dmax};
-    if (ranged)
-      asio_wheel::timeout_scale::of(io).set(f);
-    const dur ping = ping_r.at(ranged ? f : 1.0), drop = drop_r.at(ranged ? f : 1.0);
+    scale.set(random_factor());
     struct got_event {
       vclock::time_point at, threshold;
+      double factor;
     };
     std::vector<got_event> got;
     std::vector<std::unique_ptr<group_t::member>> members;
     group_t group(io, group_t::options{ping_r, drop_r}, [&](group_t::member& m, group_t::event ev) {
-      got.push_back(
-          {vclock::now(), m.last_activity() + (ev == group_t::event::ping ? ping : drop)});
+      const double f = ranged ? scale.factor() : 1.0;
+      const dur threshold = ev == group_t::event::ping ? ping_r.at(f) : drop_r.at(f);
+      got.push_back({vclock::now(), m.last_activity() + threshold, f});
     });
     const auto step = [&] {
       for (int k = static_cast<int>(rng() % 4); k > 0 && !members.empty(); --k) {
@@ -440,6 +484,8 @@ TEST_CASE("heartbeat_group: runs late by random stalls: every event after its th
         if (m.is_watched())
           m.touch();
       }
+      if (rescaled && rng() % 4 == 0)
+        scale.set(random_factor());
       if (rng() % 3 == 0) {
         vclock::set(vclock::now() + std::chrono::microseconds(rng() % 40000));
         vt.advance(0ms);
@@ -458,10 +504,14 @@ TEST_CASE("heartbeat_group: runs late by random stalls: every event after its th
       step();
     vt.run();
     vclock::time_point prev{};
+    double prev_factor = -1;
     for (const auto& e : got) {
       early += e.at < e.threshold;
+      if (e.factor != prev_factor)
+        prev = vclock::time_point{};
       misordered += e.threshold + kTick <= prev;
       prev = std::max(prev, e.threshold);
+      prev_factor = e.factor;
     }
     events += got.size();
     left += group.size() != 0;

@@ -416,6 +416,7 @@ private:
   void run();
   void place(member& m, const thresholds& th, const time_point& last, const time_point& now,
              tick_type now_tick) noexcept;
+  void defer(member& m, bool ping, const time_point& last, tick_type event_at) noexcept;
   // The next member due by `now`, and the tick it was due at (`taken_at`); nullptr if none.
   member* take_due(const time_point& now, tick_type now_tick, tick_type& taken_at);
   bool look_due(double f, time_point& at) const noexcept;

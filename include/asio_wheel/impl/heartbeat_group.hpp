@@ -302,6 +302,30 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
   }
 }
 
+// Files a member taken before its event's tick (see deliver()) for that event: in the
+// event's queue when its threshold is a range, where it follows a change of the factor, as
+// the members it must keep its place among do; else (or if the queue cannot grow) in the
+// wheel at `event_at`. A drop found due supersedes the spell's ping, as rule::due says: it
+// stays superseded if the factor goes up before the drop is delivered.
+template <typename Clock, typename WaitTraits, typename Executor>
+inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::defer(member& m, bool ping,
+                                                                      const time_point& last,
+                                                                      tick_type event_at) noexcept {
+  const std::size_t q = ping ? queues::ping : queues::drop;
+  if (!ping)
+    m.pinged_for_ = last;
+  if (scale_source_ != nullptr && !queues_.range(q).is_fixed()) {
+    ASIO_WHEEL_TRY {
+      queues_.push(q, m, detail::saturating_add(last, queues_.range(q).min));
+      return;
+    }
+    ASIO_WHEEL_CATCH_ALL {
+      // No room: in the wheel, at the tick the factor in force gives.
+    }
+  }
+  driver_.wheel().insert(m, event_at);
+}
+
 // The member to look at next, in the order of the instants they are due at: the wheel's
 // due members and the heads of the queues due by `now`. nullptr when none is due.
 template <typename Clock, typename WaitTraits, typename Executor>
@@ -319,9 +343,13 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const t
     q_due = l_due;
   member* due = nullptr;
   detail::timing_wheel& wheel = driver_.wheel();
-  wheel.advance(q == queues::none && !look ? now_tick
-                                           : (std::min)(now_tick, driver_.scale().ceil(q_due)),
-                1, [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+  // A head due before the wheel's time (the factor went down since the wheel passed it) comes
+  // before every entry of the wheel, none of which is due before its time: advance() would
+  // take those first, since it never goes back.
+  const bool head = q != queues::none || look;
+  if (!head || driver_.scale().ceil(q_due) >= wheel.now())
+    wheel.advance(head ? (std::min)(now_tick, driver_.scale().ceil(q_due)) : now_tick, 1,
+                  [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
   if (due != nullptr) {
     // The wheel's time is the entry's tick (or, for an entry filed late, past it).
     taken_at = (std::max)(due->deadline(), wheel.now());
@@ -364,10 +392,21 @@ basic_heartbeat_group<Clock, WaitTraits, Executor>::look_due(double f,
 // unless the event falls within now_tick's tick, after its instant (the next run's then).
 template <typename Clock, typename WaitTraits, typename Executor>
 inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const anchor& still) {
-  const time_point now = clock_type::now();
+  time_point now = clock_type::now();
   // A clock stepped back: members filed after now_tick are not due (see file()).
-  const tick_type now_tick = driver_.turn_at(now);
+  tick_type now_tick = driver_.turn_at(now);
   for (std::size_t taken = 0; taken < members_per_run; ++taken) {
+    if constexpr (!Clock::is_steady) {
+      // Stepped back by an event handler (or meanwhile): judged by the clock as it is now,
+      // never by an instant it has gone back from.
+      if (taken != 0) {
+        const time_point t = clock_type::now();
+        if (t < now) {
+          now = t;
+          now_tick = driver_.turn_at(now);
+        }
+      }
+    }
     tick_type taken_at = 0;
     member* due = take_due(now, now_tick, taken_at);
     if (due == nullptr)
@@ -384,7 +423,7 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const an
       const tick_type event_at = driver_.scale().ceil(
           detail::saturating_add(last, step == rule::step::ping ? th.ping_after : th.drop_after));
       if (event_at > taken_at) {
-        driver_.wheel().insert(m, event_at);
+        defer(m, step == rule::step::ping, last, event_at);
         continue;
       }
     }
