@@ -9,6 +9,7 @@
 #ifndef ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
 #define ASIO_WHEEL_DETAIL_BLOCK_CACHE_HPP
 
+#include <asio_wheel/detail/config.hpp>
 #include <asio_wheel/detail/prefetch.hpp>
 
 #include <cstddef>
@@ -73,8 +74,9 @@ public:
 
   // Inlined: once per completed wait, right before its upcall, and called from enough
   // places that the compiler would otherwise make it a call (measured: 10 to 20
-  // instructions per wait in benchmarks/callgrind_ops).
-  [[gnu::always_inline]] static void deallocate(void* p, std::size_t size) noexcept {
+  // instructions per wait in benchmarks/callgrind_ops). A call in builds for tests (see
+  // ASIO_WHEEL_INLINE_PER_WAIT): inlined, it was a copy in every operation type's deallocate.
+  ASIO_WHEEL_INLINE_PER_WAIT static void deallocate(void* p, std::size_t size) noexcept {
     if (size <= large_block) {
       list& l = lists()[size <= small_block ? 0 : 1];
       if (l.count < max_cached) {

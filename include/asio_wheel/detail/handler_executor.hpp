@@ -83,9 +83,10 @@ public:
   // `ex` is an executor of the io_context that those handlers run on, and allows
   // blocking.possibly. Work tracking and the continuation hint do not matter for a direct
   // call; Asio's composed operations, for one, carry the work-tracking variant. Without the
-  // lock.
+  // lock. Per executor type: a call in builds for tests (see ASIO_WHEEL_INLINE_PER_WAIT), not
+  // a copy in every handler's make_wait_op().
   template <typename Executor>
-  [[gnu::always_inline]] bool is_home(const Executor& ex) {
+  ASIO_WHEEL_INLINE_PER_WAIT bool is_home(const Executor& ex) {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
       // The template Bits of io_context::basic_executor_type: 4 is outstanding_work.tracked
       // (detail::io_context_bits); blocking.never is a run-time bit, checked in is_home_io.

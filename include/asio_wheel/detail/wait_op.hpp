@@ -335,7 +335,9 @@ private:
     void reset() noexcept {
       if (op_ != nullptr) {
         op_->~wait_handler_op();
-        std::allocator_traits<allocator_type>::deallocate(alloc_, std::exchange(op_, nullptr), 1);
+        wait_handler_op* const op = op_;
+        op_ = nullptr;
+        std::allocator_traits<allocator_type>::deallocate(alloc_, op, 1);
       }
     }
 

@@ -170,7 +170,8 @@ private:
   // or the first in its shard, takes the slow path: the slot of no_shard stays empty. Inline,
   // one comparison: a timer used on one thread has its shard_ there, filed or idle (a new
   // one's is the thread's that made it); only a timer used from several threads asks more.
-  [[gnu::always_inline]] shard_type& shard_for_wait(const timer_entry& entry) {
+  // A call in builds for tests (see ASIO_WHEEL_INLINE_PER_WAIT), not a copy per handler type.
+  ASIO_WHEEL_INLINE_PER_WAIT shard_type& shard_for_wait(const timer_entry& entry) {
     unsigned index = 0;
     if constexpr (!is_virtual_clock<Clock>::value) {
       index = entry.shard_;

@@ -86,16 +86,17 @@ public:
 
   // Starts a wait on `entry` for `expiry`. Strong guarantee: if it throws, nothing changed.
   // `home` is home_, passed by the service, which has its address without a load (a load
-  // per wait is 0.5% of callgrind_ops arm).
+  // per wait is 0.5% of callgrind_ops arm). Only what needs the handler's type is here: its
+  // associations and its operation; the filing is file_wait(), shared by every handler.
   template <typename Handler, typename IoExecutor>
   void async_wait(timer_entry& entry, const time_point& expiry, Handler&& handler,
                   const IoExecutor& io_ex, service_home& home) {
     assert(&home == &home_);
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto ex = asio::get_associated_executor(handler, io_ex);
+    const auto ex = asio::get_associated_executor(handler, io_ex);
 
     // Emplaced before the op is built, so that a throwing emplace leaks nothing; until the
-    // op is linked below, the handler has nothing to cancel.
+    // op is linked by file_wait(), the handler has nothing to cancel.
     cancellation* slot_handler = nullptr;
     if (slot.is_connected())
       slot_handler = &slot.template emplace<cancellation>(this);
@@ -103,21 +104,8 @@ public:
     // A wait on a virtual clock keeps no work (see tracked_executor).
     wait_op* const op = make_wait_op<!is_virtual_clock<Clock>::value>(
         entry, std::forward<Handler>(handler), ex, home);
-
-    // The lock is gone before the wait is destroyed (its handler's destructor may call back
-    // in): by unwinding, or at the end of the block. A lock_guard, not a unique_lock, whose
-    // owns flag the compiler kept testing.
-    bool started = false;
-    ASIO_WHEEL_TRY {
-      std::lock_guard lock(mutex_);
-      started = start_wait(entry, op, expiry, slot_handler, io_ex, ex);
-    }
-    ASIO_WHEEL_CATCH_ALL {
-      discard(entry, op);
-      ASIO_WHEEL_RETHROW;
-    }
-    if (!started)
-      discard(entry, op);
+    file_wait(entry, op, expiry, slot_handler,
+              first_wait{&start_from<IoExecutor, std::decay_t<decltype(ex)>>, &io_ex, &ex});
   }
 
   // Aborts every pending wait of `entry`; returns how many. Strong guarantee.
@@ -258,6 +246,48 @@ private:
   using cancellation = op_cancellation<wheel_shard>;
   friend cancellation;
 
+  // What a shard's first wait needs of the wait's executors (start()), behind a function
+  // pointer: file_wait() is then compiled once per clock, not once per handler and executor
+  // type (a test's translation unit held about fifty copies of it), and the executors' types
+  // reach only start(), which runs once per shard.
+  struct first_wait {
+    void (*start_fn)(wheel_shard&, const void*, const void*);
+    const void* io_ex;
+    const void* ex;
+    void start(wheel_shard& shard) const { start_fn(shard, io_ex, ex); }
+  };
+
+  template <typename IoExecutor, typename Executor>
+  static void start_from(wheel_shard& shard, const void* io_ex, const void* ex) {
+    shard.start(*static_cast<const IoExecutor*>(io_ex), *static_cast<const Executor*>(ex));
+  }
+
+  // Files `op`, just built for `entry` (its handler's cancellation slot holding
+  // `slot_handler`, or null), as a wait for `expiry`: the lock, the first wait's start(),
+  // the alarm, the wheel and the statistics. The wait is then the shard's; if it cannot be
+  // (after shutdown) it is destroyed uncalled, and if anything throws, it is destroyed
+  // uncalled before the exception leaves: either way the caller has nothing left to undo.
+  // Without the lock. Inlined into async_wait() where the build optimizes for speed (see
+  // ASIO_WHEEL_INLINE_PER_WAIT), in the separate mode too: it is in the class body.
+  ASIO_WHEEL_INLINE_PER_WAIT void file_wait(timer_entry& entry, wait_op* op,
+                                            const time_point& expiry, cancellation* slot_handler,
+                                            const first_wait& first) {
+    // The lock is gone before the wait is destroyed (its handler's destructor may call back
+    // in): by unwinding, or at the end of the block. A lock_guard, not a unique_lock, whose
+    // owns flag the compiler kept testing.
+    bool started = false;
+    ASIO_WHEEL_TRY {
+      std::lock_guard lock(mutex_);
+      started = start_wait(entry, op, expiry, slot_handler, first);
+    }
+    ASIO_WHEEL_CATCH_ALL {
+      discard(entry, op);
+      ASIO_WHEEL_RETHROW;
+    }
+    if (!started)
+      discard(entry, op);
+  }
+
   // First wait on this shard, with mutex_ held: the home, if no is_home() question found it
   // yet, the reserve, and the alarm on the home. Strong guarantee. Out of line: it runs once
   // per shard (callgrind_ops counts every wait's inlining budget).
@@ -277,10 +307,8 @@ private:
 
   // Links `op`, built for `entry`, as a wait for `expiry`; false after shutdown (the caller
   // then destroys it). If it throws, nothing changed.
-  template <typename IoExecutor, typename Executor>
   [[gnu::always_inline]] bool start_wait(timer_entry& entry, wait_op* op, const time_point& expiry,
-                                         cancellation* slot_handler, const IoExecutor& io_ex,
-                                         const Executor& ex) {
+                                         cancellation* slot_handler, const first_wait& first) {
     if (shutdown_)
       return false;
     ++queue_.counters().started;
@@ -297,7 +325,7 @@ private:
     // it (see arm_if_earlier).
     const bool past = !joins && queue_.driver().due(deadline);
     if (!alarm_.started())
-      start(io_ex, ex);
+      first.start(*this);
     if (past) {
       deadline = (std::max)(deadline, queue_.driver().wheel().now());
       expire_soon(deadline);
