@@ -82,8 +82,10 @@ struct heartbeat_group_statistics {
  * @par Events
  * Per member, in order: at most one @c ping per quiet spell (a spell ends with the next
  * touch()), then one @c drop, after which the member is no longer watched (watch() it again
- * to go on). A zero @c ping_after means no pings: the group is then an idle timeout. Events
- * are delivered in the order of their thresholds, by a handler running on the group's
+ * to go on). A zero @c ping_after means no pings: the group is then an idle timeout. A
+ * member whose drop is already due when it is judged (its ping not yet delivered: the loop
+ * was held past both thresholds) gets its drop without a ping. Events are delivered in the
+ * order of their thresholds, also after a stalled loop, by a handler running on the group's
  * executor. One run of that handler looks at 4096 members at most (those due, and those
  * touched since they were filed, which it files again), so that a burst cannot starve other
  * work. The event handler may do anything with any member or group, including destroying
