@@ -396,17 +396,6 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const an
   // A clock stepped back: members filed after now_tick are not due (see file()).
   tick_type now_tick = driver_.turn_at(now);
   for (std::size_t taken = 0; taken < members_per_run; ++taken) {
-    if constexpr (!Clock::is_steady) {
-      // Stepped back by an event handler (or meanwhile): judged by the clock as it is now,
-      // never by an instant it has gone back from.
-      if (taken != 0) {
-        const time_point t = clock_type::now();
-        if (t < now) {
-          now = t;
-          now_tick = driver_.turn_at(now);
-        }
-      }
-    }
     tick_type taken_at = 0;
     member* due = take_due(now, now_tick, taken_at);
     if (due == nullptr)
@@ -448,6 +437,15 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const an
     }
     if (still.group == nullptr)
       return;
+    if constexpr (!Clock::is_steady) {
+      // Stepped back by the event handler (or meanwhile): the rest of the run is judged by
+      // the clock as it reads now, never by an instant it has gone back from.
+      const time_point t = clock_type::now();
+      if (t < now) {
+        now = t;
+        now_tick = driver_.turn_at(now);
+      }
+    }
   }
 }
 
