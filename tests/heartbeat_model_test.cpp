@@ -176,7 +176,7 @@ std::optional<schedule> try_schedule(std::mt19937_64& rng, const config& c,
     bool moved = false;
     dur floor = dur::zero();
     for (auto& x : s.touches) {
-      const dur y = std::max(out_of_windows(x, ev), floor + 1us);
+      const dur y = std::max<dur>(out_of_windows(x, ev), floor + 1us);
       moved = moved || y != x;
       x = floor = y;
     }
@@ -184,7 +184,7 @@ std::optional<schedule> try_schedule(std::mt19937_64& rng, const config& c,
     floor = dur::zero();
     for (std::size_t k = 1; k < s.factor.size(); ++k) {
       dur& x = s.factor[k].at;
-      dur y = std::max(out_of_windows(x, ev), floor + 1us);
+      dur y = std::max<dur>(out_of_windows(x, ev), floor + 1us);
       if (std::find(s.touches.begin(), s.touches.end(), y) != s.touches.end())
         y += 271us;
       if (factor != nullptr && y != x)
@@ -360,6 +360,24 @@ TEST_CASE("heartbeat_group: every ping and drop of every member within the group
   }
 }
 
+namespace {
+
+// An event of a heartbeat_group on virtual time: whose, which, and when since `start`.
+using vgroup = asio_wheel::basic_heartbeat_group<vclock>;
+struct group_event {
+  const vgroup::member* who;
+  bool ping;
+  dur at;
+};
+
+vgroup::event_handler recorder(std::vector<group_event>& got, vclock::time_point start) {
+  return [&got, start](vgroup::member& m, vgroup::event ev) {
+    got.push_back({&m, ev == vgroup::event::ping, vclock::now() - start});
+  };
+}
+
+} // namespace
+
 // A loop that stalls (a long handler, a preempted thread) makes the group's run late, and
 // the run then finds due, at once, members that were filed for different things: a pinged
 // member filed for its look (ping_after after the ping, before its drop) is found with its
@@ -371,15 +389,8 @@ TEST_CASE("heartbeat_group: after a stall, one run delivers its events in the or
   asio::io_context io;
   asio_wheel::virtual_time vt(io);
   const vclock::time_point start = vt.now();
-  struct got_event {
-    const group_t::member* who;
-    bool ping;
-    dur at;
-  };
-  std::vector<got_event> got;
-  group_t group(io, group_t::options{10ms, 30ms}, [&](group_t::member& m, group_t::event ev) {
-    got.push_back({&m, ev == group_t::event::ping, vclock::now() - start});
-  });
+  std::vector<group_event> got;
+  group_t group(io, group_t::options{10ms, 30ms}, recorder(got, start));
   group_t::member a, b;
   group.watch(a);   // ping due at 10 ms, drop at 30 ms
   vt.advance(10ms); // a's ping; a is filed for its look at 20 ms
@@ -409,15 +420,8 @@ TEST_CASE("heartbeat_group: ranges: after the factor goes down, the members past
   asio_wheel::virtual_time vt(io);
   const vclock::time_point start = vt.now();
   const range ping_r{10ms, 100ms}, drop_r{20ms, 200ms};
-  struct got_event {
-    const group_t::member* who;
-    bool ping;
-    dur at;
-  };
-  std::vector<got_event> got;
-  group_t group(io, group_t::options{ping_r, drop_r}, [&](group_t::member& m, group_t::event ev) {
-    got.push_back({&m, ev == group_t::event::ping, vclock::now() - start});
-  });
+  std::vector<group_event> got;
+  group_t group(io, group_t::options{ping_r, drop_r}, recorder(got, start));
   group_t::member a, b, c;
   group.watch(a); // 0 ms: its ping's minimum at 10 ms, then in the ping queue
   vt.advance(15ms);
