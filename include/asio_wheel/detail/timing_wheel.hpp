@@ -50,7 +50,8 @@
 // move limit could not keep up) is staged then, before anything at T_j expires: the old
 // cascade, bounded per call by set_cascade_limit(), with the same order. next_expiry()
 // reports work while a source is waiting (staging_pending_), and the instant a non-empty
-// list becomes a source, so that the owner's turns do the staging in time.
+// list becomes a source, so that the owner's turns do the staging in time; T_1 is no
+// event of its own (S_1's entries become level 0's, due at their own ticks).
 //
 // Pacing. A list becomes a source some time ahead of its window, its lead: 64^j ticks for
 // the level-j slot of W_j, 64^(j-1) for bucket 0 of S_j once the stage below chains to it.
