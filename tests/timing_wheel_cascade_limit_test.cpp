@@ -528,3 +528,95 @@ TEST_CASE("settled_range: every deadline in it wakes no earlier than the alarm, 
   MESSAGE(in_range << " deadlines checked in range");
   CHECK(in_range > 100'000);
 }
+
+// wake_for()'s contract, as an owner that re-arms from next_expiry() after each turn and
+// files waits between turns relies on it: for each insert, wake_for(d) lies in [now(),
+// effective deadline], and next_expiry() after the insert is no earlier than
+// min(wake_for(d), next_expiry() before), so that the alarm the owner keeps, the least of
+// them, is never later than the wheel's next event. Random schedules over the places where
+// it broke (a deadline staged into S_1 while next_expiry() said T_1; a stale
+// staging_pending_ flag in an emptied wheel), with turns under a cascade limit, rewinds,
+// removes and an emptied wheel.
+TEST_CASE("wake_for: next_expiry() after an insert is no earlier than min(wake_for, "
+          "next_expiry() before), over turns, rewinds and staging") {
+  std::mt19937_64 rng(3602);
+  std::size_t checked = 0;
+  for (int round = 0; round < 400; ++round) {
+    tick_type start = 0;
+    for (unsigned level = 0; level < 6; ++level) {
+      const unsigned pick = static_cast<unsigned>(rng() % 3);
+      const tick_type digit = pick == 0 ? 63 : pick == 1 ? 0 : rng() % 64;
+      start |= digit << (6 * level);
+    }
+    timing_wheel wheel(start);
+    wheel.set_cascade_limit(1 + rng() % 8);
+    std::vector<node> nodes(1 + rng() % 64);
+    struct unlink_all {
+      timing_wheel& w;
+      std::vector<node>& ns;
+      ~unlink_all() {
+        for (auto& n : ns)
+          if (n.is_linked())
+            w.remove(n);
+      }
+    } guard{wheel, nodes};
+    const auto some_deadline = [&] {
+      const tick_type now = wheel.now();
+      const unsigned shift = 6 * (1 + static_cast<unsigned>(rng() % 4));
+      switch (rng() % 4) {
+      case 0:
+        return (((now >> shift) + 1) << shift) + rng() % 128; // just past a boundary
+      case 1:
+        return now + rng() % 128;
+      case 2:
+        return now - rng() % 8; // already due
+      default:
+        return now + rng() % (tick_type{4} << shift);
+      }
+    };
+    std::optional<tick_type> alarm; // the owner's: next_expiry() at its turn, then lowered
+    for (int op = 0; op < 400; ++op) {
+      node& n = nodes[rng() % nodes.size()];
+      const unsigned kind = static_cast<unsigned>(rng() % 16);
+      if (kind < 8) {
+        if (n.is_linked())
+          wheel.remove(n);
+        const tick_type d = some_deadline();
+        const tick_type now = wheel.now();
+        const std::optional<tick_type> before = wheel.next_expiry();
+        const tick_type wake = wheel.wake_for(d);
+        CAPTURE(start);
+        CAPTURE(now);
+        CAPTURE(d);
+        CAPTURE(wake);
+        REQUIRE(wake >= now);
+        REQUIRE(wake <= (d < now ? now : d));
+        wheel.insert(n, d);
+        const tick_type bound = before ? (std::min)(*before, wake) : wake;
+        REQUIRE(wheel.next_expiry() >= bound);
+        alarm = alarm ? (std::min)(*alarm, wake) : wake;
+        REQUIRE(wheel.next_expiry() >= *alarm);
+        ++checked;
+      } else if (kind < 11) {
+        if (n.is_linked())
+          wheel.remove(n);
+      } else if (kind < 12) {
+        // Emptied: what staging was pending has nothing left to do.
+        for (auto& m : nodes)
+          if (m.is_linked())
+            wheel.remove(m);
+      } else if (kind < 13) {
+        wheel.rewind(wheel.now() - rng() % 200);
+        alarm = wheel.next_expiry();
+      } else {
+        // A turn: at the alarm, or (an early wake) anywhere before it.
+        const tick_type to = alarm && rng() % 4 != 0 ? *alarm : wheel.now() + rng() % 64;
+        wheel.advance(to, timing_wheel::unlimited, [](wheel_node&) {});
+        alarm = wheel.next_expiry();
+      }
+      wheel.check_invariants();
+    }
+  }
+  MESSAGE(checked << " inserts checked");
+  CHECK(checked > 50'000);
+}

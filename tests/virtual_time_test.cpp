@@ -573,3 +573,40 @@ TEST_CASE("1e5 waits filed just before a 4096-tick boundary, due just after it: 
   MESSAGE("driver turns " << s.driver_turns << ", budget turns " << s.budget_turns
                           << ", largest batch " << s.largest_batch);
 }
+
+// Issue #36, a wait 64 to 128 ticks out (filed in the level-1 window, S_1, due at its own
+// tick): after an earlier wait's turn the alarm is re-armed from the wheel's next expiry,
+// which must be that wait's tick, not the window's start (a turn there found nothing due:
+// S_1's entries need no staging). One turn per wait, none empty, each on its tick.
+TEST_CASE("a wait 64 to 128 ticks out, after an earlier wait's turn: no empty turn at its "
+          "window's start") {
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const vclock::time_point origin = vclock::now();
+  using asio_wheel::detail::tick_type;
+  const asio_wheel::detail::tick_scale<vclock> scale(1ms, origin);
+  const tick_type start = scale.floor(origin);
+  const auto at = [&](tick_type tick) {
+    return origin + std::chrono::milliseconds(static_cast<std::int64_t>(tick - start));
+  };
+  // From the first tick of a level-1 slot: the window is the next one, [64, 128) ticks on.
+  const tick_type base = (start / 64 + 1) * 64;
+  vt.advance(at(base) - vclock::now());
+  vtimer early(io), later(io);
+  std::size_t on_tick = 0;
+  const auto check = [&](vtimer& t) {
+    return [&](std::error_code ec) {
+      CHECK_FALSE(ec);
+      on_tick += vclock::now() == t.expiry();
+    };
+  };
+  early.expires_at(at(base + 10));
+  early.async_wait(check(early));
+  later.expires_at(at(base + 104));
+  later.async_wait(check(later));
+  vt.run();
+  CHECK(on_tick == 2);
+  const asio_wheel::wheel_statistics s = asio_wheel::get_statistics<vclock>(io);
+  CHECK(s.empty_turns == 0);
+  CHECK(s.driver_turns == 2);
+}
