@@ -395,9 +395,9 @@ TEST_CASE_TEMPLATE("an abort from the first handler of a pass completes after ev
   constexpr int n = 5000; // past the wheel's turn budget of 4096
   asio::io_context ioc;
   order_clock::reset(order_clock::time_point(frozen_start), /*running=*/false);
-  Timer far(ioc, order_clock::now() + 1h);
+  Timer distant(ioc, order_clock::now() + 1h);
   int expired = 0, expired_before_abort = -1;
-  far.async_wait([&](const asio::error_code& ec) {
+  distant.async_wait([&](const asio::error_code& ec) {
     CHECK(ec == asio::error::operation_aborted);
     expired_before_abort = expired;
   });
@@ -408,7 +408,7 @@ TEST_CASE_TEMPLATE("an abort from the first handler of a pass completes after ev
     timers.back()->async_wait([&](const asio::error_code& ec) {
       CHECK_FALSE(ec);
       if (expired++ == 0)
-        CHECK(far.cancel() == 1);
+        CHECK(distant.cancel() == 1);
     });
   }
   order_clock::set(order_clock::time_point(frozen_start + 20ms));
