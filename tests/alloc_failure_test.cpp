@@ -74,6 +74,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -1437,6 +1438,64 @@ TEST_CASE("a handler whose move constructor throws while its wait completes: the
     CHECK(l.records[i].invoked == 0);
   }
   CHECK(inject::live.load() - live_before - kept == 0);
+}
+
+// Asio queues a cancelled or destroyed timer's abort at once, and a timer's expiry only when
+// its reactor finds it due. So a wait that becomes due after a timer with waits was destroyed
+// completes after those aborts, however late the context runs. The wheel's first wait arms
+// its alarm, and if Asio's timer queue cannot take the alarm's wait (an allocation), queues
+// an expiry turn instead: the aborts then wait behind that turn, which must not complete the
+// later expiry first (the sweep "timers destroyed, the context shut down with waits pending"
+// saw it under Wine, where the 100 us of its "soon" passed before the turn ran). Each k fails
+// the k-th allocation of the first wait, on a fresh context, until one fails nothing; "soon"
+// is due before the context runs, already at its start or 1 ms after it (the test then
+// sleeps), so the order does not depend on how fast the machine is.
+TEST_CASE_TEMPLATE("an abort queued behind a turn that stands in for the alarm completes before "
+                   "an expiry found by that turn",
+                   Timer, asio::steady_timer, wheel_timer) {
+  for (const bool soon_past : {true, false}) {
+    CAPTURE(soon_past);
+    std::size_t alarm_failures = 0; // first waits accepted although an allocation failed
+    for (std::size_t k = 1;; ++k) {
+      CAPTURE(k);
+      std::vector<std::string> order;
+      order.reserve(8);
+      asio::io_context ioc;
+      auto destroyed = std::make_unique<Timer>(ioc, 1h);
+      Timer soon(ioc);
+      bool accepted = false;
+      inject::arm(k);
+      try {
+        destroyed->async_wait([&](const asio::error_code& ec) {
+          order.push_back(ec == asio::error::operation_aborted ? "destroyed" : "destroyed: ?");
+        });
+        accepted = true;
+      } catch (const std::bad_alloc&) {
+        // Nothing was started (strong guarantee): the next k.
+      }
+      inject::disarm();
+      const bool failed = inject::failures.load() != 0;
+      if (!accepted) {
+        REQUIRE(failed);
+        continue;
+      }
+      alarm_failures += failed;
+      destroyed.reset();
+      soon.expires_after(soon_past ? -1s : 1ms);
+      soon.async_wait(
+          [&](const asio::error_code& ec) { order.push_back(ec ? "soon: aborted" : "soon"); });
+      if (!soon_past)
+        std::this_thread::sleep_for(5ms);
+      ioc.run();
+      CHECK(order == std::vector<std::string>{"destroyed", "soon"});
+      if (!failed)
+        break;
+    }
+    // The wheel's first wait allocates for Asio's timer queue after its own state, and takes
+    // the turn's path when that fails: at least that k is accepted with a failure.
+    if (std::is_same_v<Timer, wheel_timer>)
+      CHECK(alarm_failures != 0);
+  }
 }
 
 } // namespace

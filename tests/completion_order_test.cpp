@@ -52,6 +52,7 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -381,4 +382,36 @@ TEST_CASE_TEMPLATE("a wait already expired when started, while a turn is queued,
     CHECK(out == want);
     return true;
   });
+}
+
+// Asio's reactor queues every expiry it finds in one pass before anything that the first
+// handler of them does: an abort from it completes after all of them. The wheel's turn
+// completes at most a budget of waits (4096) and queues a continuation for the rest, found
+// due in the same turn: that continuation must complete them before the abort, which waits
+// behind it for the drain (it then leaves to the alarm only waits found due after it).
+TEST_CASE_TEMPLATE("an abort from the first handler of a pass completes after every expiry "
+                   "found in that pass, more than a turn's budget",
+                   Timer, asio_order_timer, wheel_order_timer) {
+  constexpr int n = 5000; // past the wheel's turn budget of 4096
+  asio::io_context ioc;
+  order_clock::reset(order_clock::time_point(frozen_start), /*running=*/false);
+  Timer distant(ioc, order_clock::now() + 1h);
+  int expired = 0, expired_before_abort = -1;
+  distant.async_wait([&](const asio::error_code& ec) {
+    CHECK(ec == asio::error::operation_aborted);
+    expired_before_abort = expired;
+  });
+  std::vector<std::unique_ptr<Timer>> timers;
+  timers.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    timers.push_back(std::make_unique<Timer>(ioc, order_clock::now() + 10ms));
+    timers.back()->async_wait([&](const asio::error_code& ec) {
+      CHECK_FALSE(ec);
+      if (expired++ == 0)
+        CHECK(distant.cancel() == 1);
+    });
+  }
+  order_clock::set(order_clock::time_point(frozen_start + 20ms));
+  CHECK(run_until(ioc, [&] { return expired == n && expired_before_abort >= 0; }));
+  CHECK(expired_before_abort == n);
 }

@@ -108,6 +108,8 @@ public:
     push(op, aborted);
   }
 
+  bool empty() const noexcept { return head_ == nullptr; }
+
   // Whether a wait of `entry` may be in the queue: one was queued since the queue was last
   // taken, or the rest of an interrupted batch was put back since (its timers are not
   // marked: any may have a wait there).

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -399,7 +400,7 @@ private:
   // posted.
   void expire_soon(tick_type tick) {
     if constexpr (is_virtual_clock<Clock>::value)
-      post_continuation();
+      post_continuation(tick);
     else
       arm_if_earlier((std::max)(tick, queue_.driver().scale().floor(Clock::now())));
   }
@@ -409,7 +410,7 @@ private:
             queue_.driver(), tick,
             own_handler<wheel_shard, &wheel_shard::on_alarm>{this, &alarm_.memory()}))
       return true;
-    post_continuation();
+    post_continuation(std::nullopt); // stands in for the alarm, which has found nothing yet
     return false;
   }
 
@@ -435,10 +436,19 @@ private:
       may_sweep_->ran_here();
   }
 
-  // Queues another expiry turn unless one is: the rest of a backlog, or a retry.
-  void post_continuation() {
-    if (!continuation_.queued() && !shutdown_)
+  // Queues another expiry turn unless one is: the rest of a backlog, or a retry. `found`:
+  // the tick by which the waits it is queued for were found due (a backlog's turn, a wait
+  // due when it started on a virtual clock), or none (a retry that stands in for the alarm);
+  // see resume().
+  void post_continuation(std::optional<tick_type> found) {
+    if (shutdown_)
+      return;
+    if (!continuation_.queued()) {
+      continuation_found_ = found;
       continuation_.post(home_, this);
+    } else if (found && (!continuation_found_ || *continuation_found_ < *found)) {
+      continuation_found_ = found;
+    }
   }
 
   void cancel_by_slot(cancellation& slot_handler) {
@@ -469,12 +479,13 @@ private:
   // The continuation: the rest of a turn's backlog (or a retry after memory ran short).
   void resume();
 
-  // An expiry turn: takes the due waits out of the wheel, arms the alarm for what is left,
-  // and completes them. If memory is short (a wait cannot leave its timer's storage, or the
-  // alarm cannot be armed), the waits taken so far still complete, the rest stay in the
-  // wheel, a continuation is queued, and std::bad_alloc leaves run(): the next run() carries
-  // on. Called with the lock held; releases it.
-  void expire(std::unique_lock<futex_mutex>& lock);
+  // An expiry turn: takes the waits due by the clock (by `until`, if earlier) out of the
+  // wheel, arms the alarm for what is left, and completes them. If memory is short (a wait cannot
+  // leave its timer's storage, or the alarm cannot be armed), the waits taken so far still
+  // complete, the rest stay in the wheel, a continuation is queued, and std::bad_alloc leaves
+  // run(): the next run() carries on. Called with the lock held; releases it.
+  void expire(std::unique_lock<futex_mutex>& lock,
+              tick_type until = (std::numeric_limits<tick_type>::max)());
 
   // Completes, as one batch, the waits decided outside a turn (aborted, or retargeted into
   // the past).
@@ -497,6 +508,9 @@ private:
   // then means this shard is pending in the sweep, which takes the ready queue instead.
   own_post<wheel_shard, &wheel_shard::drain> drain_;
   own_post<wheel_shard, &wheel_shard::resume> continuation_;
+  // While continuation_ is queued: the latest tick by which a wait it is queued for was found
+  // due, or none if it only stands in for the alarm (see post_continuation, resume).
+  std::optional<tick_type> continuation_found_;
   bool shutdown_ = false;
   // The service's sweep if it may stand in for drain_, and sweep_ that once the first wait
   // found the home an io_context (start()): a context of another kind may throw from a

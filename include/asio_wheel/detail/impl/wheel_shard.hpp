@@ -99,13 +99,32 @@ void wheel_shard<Clock, WaitTraits>::resume() {
   note_runner();
   std::unique_lock lock(mutex_);
   continuation_.ran();
-  if (!shutdown_)
-    expire(lock);
+  if (shutdown_)
+    return;
+  // Waits aborted (or retargeted into the past) since this turn was queued wait in the ready
+  // queue for the drain, queued behind it. Asio queues an abort's completion at once, and a
+  // timer's expiry only when its reactor finds it: an expiry that this turn would find now,
+  // and that was not found due when the turn was queued, completes after those aborts in
+  // Asio (say a wait started after a timer was destroyed, due by now). So this turn then
+  // completes only the waits found due before it was queued, and leaves the rest to the
+  // alarm, whose completion is queued behind the drain, as Asio's reactor would find them.
+  // The turn does not complete the aborts itself: the drain's handler is queued, in memory
+  // of its own, and would have to be told it ran. Not on the path of a turn without aborts.
+  if (drain_.queued() && !queue_.ready().empty()) {
+    if (continuation_found_) {
+      expire(lock, *continuation_found_);
+    } else if (queue_.live() != 0) {
+      if (const auto next = queue_.driver().wheel().next_expiry())
+        arm_if_earlier(*next); // else a continuation again, behind the drain
+    }
+    return;
+  }
+  expire(lock);
 }
 
 template <typename Clock, typename WaitTraits>
-void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock) {
-  const tick_type now = queue_.driver().turn_at(Clock::now());
+void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock, tick_type until) {
+  const tick_type now = (std::min)(queue_.driver().turn_at(Clock::now()), until);
   expiry_batch batch(now, queue_.counters());
   bool short_of_memory = false;
   // Before the take, which lets the timers it empties leave the wheel (idle): one seen idle
@@ -119,7 +138,7 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock)
     if (!done) {
       queue_.counters().budget_turns += !short_of_memory;
       // Give the context's other handlers a turn before the rest of the backlog.
-      post_continuation();
+      post_continuation(now);
     } else if (queue_.live() != 0) {
       // The first filing may be one left behind (see timer_queue::file): early, never late.
       if (auto next = queue_.driver().wheel().next_expiry())
