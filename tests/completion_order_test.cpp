@@ -23,6 +23,7 @@
 //
 
 #include <asio_wheel/basic_wheel_timer.hpp>
+#include <asio_wheel/statistics.hpp>
 #include <asio_wheel/wheel_timer.hpp>
 
 #include <asio/basic_waitable_timer.hpp>
@@ -414,4 +415,55 @@ TEST_CASE_TEMPLATE("an abort from the first handler of a pass completes after ev
   order_clock::set(order_clock::time_point(frozen_start + 20ms));
   CHECK(run_until(ioc, [&] { return expired == n && expired_before_abort >= 0; }));
   CHECK(expired_before_abort == n);
+}
+
+TEST_CASE("a backlog's turn queued before an alarm's turn moved the wheel takes no wait filed "
+          "since, and re-files none") {
+  // The second turn of a backlog (9000 waits due together, past the turn budget of 4096) is
+  // queued behind the alarm's turn, which the first handler's wait (1 ms) and sleep put
+  // ahead of it, and ahead of the drain of an abort (the 4097th handler's, with a sleep, so
+  // that the clock crosses a tick). The alarm's turn finishes the backlog and moves the wheel
+  // on; in it a handler starts a wait already expired, filed at the wheel's new time. The
+  // backlog's turn, which completes only what was found due before it was queued, once
+  // handed that wait back and re-filed it into the slot it took from, 4096 times.
+  constexpr int n = 9000;
+  asio::io_context ioc(1);
+  asio_wheel::wheel_timer distant(ioc, 1h), soon(ioc), late(ioc);
+  int expired = 0, others = 0;
+  distant.async_wait([&](const asio::error_code& ec) {
+    CHECK(ec == asio::error::operation_aborted);
+    ++others;
+  });
+  const auto due = std::chrono::steady_clock::now() + 10ms;
+  std::vector<std::unique_ptr<asio_wheel::wheel_timer>> timers;
+  timers.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    timers.push_back(std::make_unique<asio_wheel::wheel_timer>(ioc, due));
+    timers.back()->async_wait([&, i](const asio::error_code& ec) {
+      CHECK_FALSE(ec);
+      ++expired;
+      if (i == 0) {
+        soon.expires_after(1ms);
+        soon.async_wait([&](const asio::error_code& e) {
+          CHECK_FALSE(e);
+          ++others;
+        });
+        std::this_thread::sleep_for(3ms);
+      } else if (i == 4096) {
+        CHECK(distant.cancel() == 1);
+        std::this_thread::sleep_for(3ms);
+      } else if (i == 8192) {
+        late.expires_after(-1s);
+        late.async_wait([&](const asio::error_code& e) {
+          CHECK_FALSE(e);
+          ++others;
+        });
+      }
+    });
+  }
+  std::this_thread::sleep_until(due + 1ms);
+  ioc.run();
+  CHECK(expired == n);
+  CHECK(others == 3);
+  CHECK(asio_wheel::get_statistics(ioc).lazy_refiles == 0);
 }
