@@ -48,6 +48,28 @@ struct twin {
   std::vector<node> nodes;
 };
 
+// Unlinks what a failed check left in the wheel, before either is destroyed.
+struct unlink_all {
+  timing_wheel& w;
+  std::vector<node>& ns;
+  ~unlink_all() {
+    for (auto& n : ns)
+      if (n.is_linked())
+        w.remove(n);
+  }
+};
+
+// A start tick whose every digit is 63, 0 or random: at the edges of each level's windows.
+tick_type edge_start(std::mt19937_64& rng) {
+  tick_type start = 0;
+  for (unsigned level = 0; level < 6; ++level) {
+    const unsigned pick = static_cast<unsigned>(rng() % 3);
+    const tick_type digit = pick == 0 ? 63 : pick == 1 ? 0 : rng() % 64;
+    start |= digit << (6 * level);
+  }
+  return start;
+}
+
 // Advances until done, `budget` expiries per call; returns the ids in expiry order.
 std::vector<int> drain(twin& t, tick_type now, std::size_t budget, int& calls) {
   std::vector<int> out;
@@ -186,16 +208,7 @@ TEST_CASE("no expiry waits behind a cascade: with a cascade limit, every entry d
     std::mt19937_64 rng(s.entries + s.start);
     std::vector<node> nodes(s.entries);
     timing_wheel wheel(s.start);
-    // Unlinks what a failed check left in the wheel, before either is destroyed.
-    struct unlink_all {
-      timing_wheel& w;
-      std::vector<node>& ns;
-      ~unlink_all() {
-        for (auto& n : ns)
-          if (n.is_linked())
-            w.remove(n);
-      }
-    } guard{wheel, nodes};
+    unlink_all guard{wheel, nodes};
     wheel.set_cascade_limit(s.limit);
     reference_wheel model(s.entries, s.start);
     for (std::size_t i = 0; i < s.entries; ++i) {
@@ -252,15 +265,7 @@ TEST_CASE("staging with time to spare is paced, a limit's worth per tick, never 
   std::mt19937_64 rng(36'001);
   std::vector<node> nodes(entries);
   timing_wheel wheel(0);
-  struct unlink_all {
-    timing_wheel& w;
-    std::vector<node>& ns;
-    ~unlink_all() {
-      for (auto& n : ns)
-        if (n.is_linked())
-          w.remove(n);
-    }
-  } guard{wheel, nodes};
+  unlink_all guard{wheel, nodes};
   wheel.set_cascade_limit(64);
   reference_wheel model(entries, 0);
   for (std::size_t i = 0; i < entries; ++i) {
@@ -365,15 +370,7 @@ TEST_CASE("waits filed between turns, by the owner's alarm rule: none late, none
     std::mt19937_64 rng(s.start * 31 + s.limit);
     std::vector<node> nodes(capacity);
     timing_wheel wheel(s.start);
-    struct unlink_all {
-      timing_wheel& w;
-      std::vector<node>& ns;
-      ~unlink_all() {
-        for (auto& n : ns)
-          if (n.is_linked())
-            w.remove(n);
-      }
-    } guard{wheel, nodes};
+    unlink_all guard{wheel, nodes};
     wheel.set_cascade_limit(s.limit);
     reference_wheel model(capacity, s.start);
     std::size_t used = 0;
@@ -456,25 +453,12 @@ TEST_CASE("settled_range: every deadline in it wakes no earlier than the alarm, 
   std::mt19937_64 rng(3601);
   std::size_t in_range = 0;
   for (int round = 0; round < 3000; ++round) {
-    tick_type start = 0;
-    for (unsigned level = 0; level < 6; ++level) {
-      const unsigned pick = static_cast<unsigned>(rng() % 3);
-      const tick_type digit = pick == 0 ? 63 : pick == 1 ? 0 : rng() % 64;
-      start |= digit << (6 * level);
-    }
+    const tick_type start = edge_start(rng);
     timing_wheel wheel(start);
     wheel.set_cascade_limit(1 + rng() % 8);
     std::vector<node> nodes(120);
     std::size_t used = 0;
-    struct unlink_all {
-      timing_wheel& w;
-      std::vector<node>& ns;
-      ~unlink_all() {
-        for (auto& n : ns)
-          if (n.is_linked())
-            w.remove(n);
-      }
-    } guard{wheel, nodes};
+    unlink_all guard{wheel, nodes};
     const auto some_deadline = [&] {
       const tick_type now = wheel.now();
       const unsigned shift = 6 * (1 + static_cast<unsigned>(rng() % 4));
@@ -542,24 +526,11 @@ TEST_CASE("wake_for: next_expiry() after an insert is no earlier than min(wake_f
   std::mt19937_64 rng(3602);
   std::size_t checked = 0;
   for (int round = 0; round < 400; ++round) {
-    tick_type start = 0;
-    for (unsigned level = 0; level < 6; ++level) {
-      const unsigned pick = static_cast<unsigned>(rng() % 3);
-      const tick_type digit = pick == 0 ? 63 : pick == 1 ? 0 : rng() % 64;
-      start |= digit << (6 * level);
-    }
+    const tick_type start = edge_start(rng);
     timing_wheel wheel(start);
     wheel.set_cascade_limit(1 + rng() % 8);
     std::vector<node> nodes(1 + rng() % 64);
-    struct unlink_all {
-      timing_wheel& w;
-      std::vector<node>& ns;
-      ~unlink_all() {
-        for (auto& n : ns)
-          if (n.is_linked())
-            w.remove(n);
-      }
-    } guard{wheel, nodes};
+    unlink_all guard{wheel, nodes};
     const auto some_deadline = [&] {
       const tick_type now = wheel.now();
       const unsigned shift = 6 * (1 + static_cast<unsigned>(rng() % 4));
