@@ -544,7 +544,7 @@ TEST_CASE("an earlier wait re-arms the driver; a cancelled earlier wait does not
 TEST_CASE("re-armed for later again and again: completes at the last expiry, never before") {
   until_premise([&](bool last) {
     asio::io_context ioc;
-    wheel_timer t(ioc, 20ms);
+    wheel_timer t(ioc, 40ms);
     outcome first;
     t.async_wait(record(first));
     int rearms = 0;
@@ -552,14 +552,15 @@ TEST_CASE("re-armed for later again and again: completes at the last expiry, nev
     // Whether every re-arm came before the expiry it replaced (a stalled process may come
     // after it: then that wait has completed, rightly, and the scenario is tried again).
     bool rearmed_in_time = true;
-    // Every 10 ms, push the expiry 25 ms further: the entry stays at its first tick and is
-    // filed again each time that tick comes, never completing early.
+    // Every 10 ms, push the expiry to 45 ms out: the entry stays at its first tick (40 ms,
+    // reached while the pushes go on) and is filed again each time that tick comes, never
+    // completing early. Each push has 30 ms to spare (Wine at load was late by more than 15).
     wheel_timer pacer(ioc);
     std::function<void(asio::error_code)> step = [&](asio::error_code) {
       if (rearms == 5)
         return;
       rearmed_in_time = rearmed_in_time && sclock::now() < t.expiry();
-      t.expires_after(25ms);
+      t.expires_after(45ms);
       t.async_wait(record(rounds[rearms++]));
       pacer.expires_after(10ms);
       pacer.async_wait(step);
