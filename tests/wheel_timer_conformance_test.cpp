@@ -589,8 +589,8 @@ TEST_CASE_TEMPLATE("a timer's aborted wait completes before its next wait, due i
 // steady_timer as on the wheel). A witness, one of Asio's own timers due just after A
 // (and after the wheel's alarm for A's tick), tells: its completion queued before B's
 // abort means the pass that found it, or an earlier one, found A too.
-TEST_CASE_TEMPLATE("an expiry found before another timer's wait is aborted completes first",
-                   Timer, TIMER_TYPES) {
+TEST_CASE_TEMPLATE("an expiry found before another timer's wait is aborted completes first", Timer,
+                   TIMER_TYPES) {
   for (const bool restart : {false, true}) {
     CAPTURE(restart);
     until_premise([&](bool last) {
@@ -855,6 +855,42 @@ TEST_CASE_TEMPLATE("an io_context's waits do not keep another io_context running
   const auto r2 = guarded_run(ioc2);
   CHECK_PROMPT(r2);
   CHECK_ABORTED(of);
+}
+
+// A handler bound to another io_context's executor (plain, with its work tracked, or with
+// blocking.never) completes on that context, and keeps it busy meanwhile: Asio's rule that
+// a pending wait holds outstanding work on its handler's executor. `handlers` has nothing
+// else to do, so without that work its run() would return at once and the handler would
+// never run.
+TEST_CASE_TEMPLATE("a handler bound to another io_context's executor completes there and keeps "
+                   "it busy until then",
+                   Timer, TIMER_TYPES) {
+  for (int kind = 0; kind < 3; ++kind) {
+    CAPTURE(kind);
+    asio::io_context timers;
+    asio::io_context handlers;
+    Timer t(timers, 20ms);
+    outcome o;
+    bool on_handlers = false;
+    auto h = [&](asio::error_code ec) {
+      on_handlers = handlers.get_executor().running_in_this_thread();
+      o.complete(ec);
+    };
+    const auto ex = handlers.get_executor();
+    if (kind == 0)
+      t.async_wait(asio::bind_executor(ex, h));
+    else if (kind == 1)
+      t.async_wait(
+          asio::bind_executor(asio::prefer(ex, asio::execution::outstanding_work.tracked), h));
+    else
+      t.async_wait(asio::bind_executor(asio::require(ex, asio::execution::blocking.never), h));
+    std::thread runner([&] { handlers.run(); });
+    const auto r = guarded_run(timers);
+    runner.join();
+    CHECK_PROMPT(r);
+    CHECK_SUCCESS_AT(o, t.expiry());
+    CHECK(on_handlers);
+  }
 }
 
 // =======================================================================================
