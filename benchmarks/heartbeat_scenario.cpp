@@ -50,6 +50,9 @@
 //                             times (ABCCBA order), medians and steady/wheel, steady/group
 //                             ratios
 //   --smoke                   a few seconds: 1e5 connections, ping 2 s, drop 3 s, 4 s run
+//   --busy                    in the run, a handler that reposts itself keeps the loop from
+//                             sleeping (as a server's I/O does), so that the machine's late
+//                             wake-ups (measured, the line above the table) count for none
 //   --json FILE               results as JSON
 //   --cdf FILE                lateness CDF data (gnuplot blocks, one per implementation)
 //
@@ -117,6 +120,7 @@ struct config : bench::report_options {
   double silent_fraction = 0.01;
   double quiet_s = 2;
   unsigned repeat = 1;
+  bool busy = false;
   std::string child_out; // internal: a child writes its results here
 };
 
@@ -159,6 +163,8 @@ void parse_args(int argc, char** argv) {
       cfg.seconds = 4;
       cfg.ramp_s = 1;
       cfg.quiet_s = 1;
+    } else if (args.is("--busy")) {
+      cfg.busy = true;
     } else if (args.is("--child-out")) {
       cfg.child_out = args.value();
     } else if (args.is("-h") || args.is("--help")) {
@@ -167,7 +173,7 @@ void parse_args(int argc, char** argv) {
                   "         [--seconds S] [--ramp S] [--round-ms MS] [--touch-fraction F] "
                   "[--silent-fraction F] [--quiet S]\n"
                   "         [--repeat K] [--seed S] [--json FILE] [--cdf FILE] [--no-progress] "
-                  "[--smoke]\n");
+                  "[--smoke] [--busy]\n");
       std::exit(0);
     } else if (!cfg.take(args)) {
       args.unknown();
@@ -562,6 +568,8 @@ bench::metrics run_scenario() {
     pacer.async_wait(on_round);
   };
   asio::post(ctx, [&] { on_round({}); });
+  if (cfg.busy)
+    bench::keep_busy_while(ctx, [&] { return r < rounds; });
   ctx.run();
   const bench::usage u2 = bench::usage::now();
   progress.update(true, "[%s] run: %.2f s wall, %.2f s CPU, %" PRIu64 " pings, %" PRIu64 " drops",
@@ -734,6 +742,9 @@ void print_scenario_table(const std::map<std::string, bench::metrics>& med, unsi
                   .c_str(),
               cfg.touch_fraction * 100, cfg.round_ms, cfg.silent_fraction * 100, cfg.seconds,
               repeat > 1 ? (", median of " + std::to_string(repeat) + " runs each").c_str() : "");
+  std::printf("Machine: %s. Loop %s.\n\n", bench::wakeup_baseline().c_str(),
+              cfg.busy ? "kept busy in the run (--busy): it never sleeps"
+                       : "sleeps between events");
   // Columns in this order; each asio-wheel way is compared with steady_timer.
   std::vector<std::string> impls, versus;
   for (const char* i : {"steady", "wheel", "group"}) {
@@ -879,6 +890,8 @@ child_result spawn_child(const std::string& impl) {
                                    tmpl};
   if (!cfg.progress)
     args.push_back("--no-progress");
+  if (cfg.busy)
+    args.push_back("--busy");
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());

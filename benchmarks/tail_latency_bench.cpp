@@ -29,6 +29,10 @@
 //   --trace FILE              lateness against due time, for the plot: per 5 ms of due
 //                             time the worst lateness, one gnuplot block per run of the
 //                             largest N (first repetition)
+//   --busy                    a handler that reposts itself keeps the loop from sleeping
+//                             (as a busy server's I/O does), so that the machine's late
+//                             wake-ups (the baseline line above the table) count for
+//                             neither timer
 //   --core                    instead, the wheel alone (detail::timing_wheel, no Asio): the
 //                             same N and shapes, advanced tick by tick as the driver does
 //                             (its budgets: 4096 expiries, 512 moves per turn; staging
@@ -81,6 +85,7 @@ struct config : bench::report_options {
   int repeat = 3;
   std::string trace;
   bool core = false;
+  bool busy = false;
 };
 
 config cfg;
@@ -122,6 +127,8 @@ void parse_args(int argc, char** argv) {
       cfg.core = true;
     else if (args.is("--trace"))
       cfg.trace = args.value();
+    else if (args.is("--busy"))
+      cfg.busy = true;
     else
       args.unknown();
   }
@@ -202,6 +209,8 @@ result run_once(std::size_t n, const shape& sh, std::uint64_t seed, std::FILE* t
     });
   };
   arm_probe();
+  if (cfg.busy)
+    bench::keep_busy_while(io, [&] { return fired < n; });
   io.run();
 
   r.fired = fired;
@@ -350,6 +359,9 @@ int main(int argc, char** argv) {
       std::fprintf(json, "{\n  \"runs\": [\n");
     bool first_json = true;
 
+    std::printf("Machine: %s; load %s. Loop %s.\n\n", bench::wakeup_baseline().c_str(),
+                loadavg().c_str(),
+                cfg.busy ? "kept busy (--busy): it never sleeps" : "sleeps between expiries");
     std::printf("| shape | N | impl | arm (s) | p50 (ms) | p99 (ms) | p99.9 (ms) | max (ms) | "
                 "probe p99 (ms) | probe max (ms) | early |\n");
     std::printf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
