@@ -359,6 +359,18 @@ def precision_section(prec):
 
 
 # ---- tail latency ------------------------------------------------------------------------
+def machine_line(r, name):
+    """The "Machine:" line a tail_latency_bench run printed (its wake-up baseline), if any."""
+    path = r.path(name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("Machine:"):
+                return [line.strip(), ""]
+    return []
+
+
 def tail_latency_section(r):
     out = ["## Tail latency: many timers armed at once", ""]
     tl = r.load("tail_latency.json")
@@ -373,6 +385,18 @@ def tail_latency_section(r):
              f"{x['p99_ms']:.2f} ms", f"{x['p999_ms']:.2f} ms", f"{x['max_ms']:.2f} ms",
              f"{x['probe_max_ms']:.2f} ms", num(x["early"])] for x in tl.get("runs", [])]
     out += table(["shape", "N", "", "p50", "p99", "p99.9", "max", "probe max", "early"], rows) + [""]
+    out += machine_line(r, "tail_latency.txt")
+    busy = r.load("tail_latency_busy.json")
+    if busy:
+        out += ["The same with the loop kept busy (`--busy`: a handler that reposts itself, as a "
+                "server's I/O would, so that the loop never sleeps and the machine's late wake-ups "
+                f"count for neither timer); load average {busy.get('loadavg', '?')}:", ""]
+        rows = [[x["shape"], num(x["n"]), names.get(x["impl"], x["impl"]), f"{x['p50_ms']:.2f} ms",
+                 f"{x['p99_ms']:.2f} ms", f"{x['p999_ms']:.2f} ms", f"{x['max_ms']:.2f} ms",
+                 f"{x['probe_max_ms']:.2f} ms", num(x["early"])] for x in busy.get("runs", [])]
+        out += table(["shape", "N", "", "p50", "p99", "p99.9", "max", "probe max", "early"],
+                     rows) + [""]
+        out += machine_line(r, "tail_latency_busy.txt")
     if os.path.exists(r.path("tail_latency.trace.dat")) and r.gnuplot(
             "tail_latency.gnuplot", after=r.path("tail_latency.trace.dat"),
             outfile=r.path("tail_latency.png")):
