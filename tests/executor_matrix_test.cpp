@@ -313,11 +313,50 @@ TEST_CASE_TEMPLATE("a handler's associated allocator also serves its executor's 
   SUBCASE("user executor, tracked") {
     run_cell(asio::prefer(user, kTracked), [] { return in_user_executor(); });
   }
-
   CHECK(fired_stats.deallocs == fired_stats.allocs);
   CHECK(fired_stats.bytes_live == 0);
   CHECK(aborted_stats.deallocs == aborted_stats.allocs);
   CHECK(aborted_stats.bytes_live == 0);
+}
+
+// Another io_context's executor bound to the handler: the wait is dispatched there, and the
+// handler's allocator serves the operation and the function queued on that context, as
+// Asio's own timer's (found by review: kept type-erased, as an any_io_executor, the queued
+// function took std::allocator and an allocation of its own instead).
+TEST_CASE_TEMPLATE("a handler bound to another io_context's executor: its allocator serves the "
+                   "queueing there",
+                   Family, TIMER_FAMILIES) {
+  using plain_timer = typename Family::template timer<asio::any_io_executor>;
+  for (const bool tracked : {false, true}) {
+    CAPTURE(tracked);
+    asio::io_context ioc;
+    asio::io_context other;
+    alloc_stats stats;
+    outcome o;
+    bool on_other = false;
+    {
+      plain_timer t(ioc, 5ms);
+      auto h = with_counting_allocator(stats, [&](asio::error_code ec) {
+        o.complete(ec);
+        on_other = other.get_executor().running_in_this_thread();
+      });
+      if (tracked)
+        t.async_wait(asio::bind_executor(asio::prefer(other.get_executor(), kTracked), h));
+      else
+        t.async_wait(asio::bind_executor(other.get_executor(), h));
+      const auto r = run_until(ioc, [&] { return ioc.stopped(); });
+      CHECK_FALSE(r.timed_out);
+      CHECK(o.calls == 0); // queued on `other`, which has not run yet
+      other.run();
+    }
+    CHECK(o.calls == 1);
+    CHECK(o.ec == kOk);
+    CHECK(on_other);
+    // The operation, and the function queued on `other`.
+    CHECK(stats.allocs >= 2);
+    CHECK(stats.deallocs == stats.allocs);
+    CHECK(stats.bytes_live == 0);
+  }
 }
 
 namespace {

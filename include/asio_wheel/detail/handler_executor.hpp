@@ -253,35 +253,6 @@ private:
   asio::any_io_executor executor_;
 };
 
-// The type a wait keeps its handler's executor as when it is dispatched. An io_context's
-// executor that is not the home's (another context's, or one with blocking.never) is kept
-// type-erased, as the any_io_executor it fits in without allocating: the timer's executor
-// comes to async_wait in both types (io_executor_holder::visit), and a handler without an
-// executor of its own takes the timer's, so that every handler type would otherwise have two
-// dispatched operations, each with its own copy of Asio's dispatch machinery. Off the path
-// of a wait completed on its home, which a handler on an io_context's executor nearly always
-// is.
-template <typename Executor>
-struct dispatched_executor {
-  using type = Executor;
-};
-
-template <std::uintptr_t Bits>
-struct dispatched_executor<asio::io_context::basic_executor_type<std::allocator<void>, Bits>> {
-  using type = asio::any_io_executor;
-};
-
-// The dispatched operation of a handler whose executor is kept type-erased. Out of line: the
-// conversion, inlined into every wait's start, cost callgrind_ops' arm 2.6% and fire 1.5% on
-// the home path, which never takes it.
-template <bool TrackWork, typename Handler, typename Executor>
-[[gnu::noinline]] wait_op* make_type_erased_op(Handler&& handler, const Executor& ex) {
-  return wait_handler_op<
-      std::decay_t<Handler>,
-      tracked_executor<asio::any_io_executor, TrackWork>>::create(std::forward<Handler>(handler),
-                                                                  asio::any_io_executor(ex));
-}
-
 // The operation of a new wait on `entry` for `handler`, whose associated executor is `ex`:
 // called directly from the service's batches if `ex` is `home`'s (in the timer's own storage
 // when it fits and is free), else dispatched to `ex`, kept busy meanwhile if TrackWork (not
@@ -303,12 +274,8 @@ template <bool TrackWork, typename Handler, typename Executor>
     }
     return home_op::create(std::forward<Handler>(handler));
   }
-  using dispatched = typename dispatched_executor<Executor>::type;
-  if constexpr (std::is_same_v<dispatched, Executor>)
-    return wait_handler_op<handler_type, tracked_executor<Executor, TrackWork>>::create(
-        std::forward<Handler>(handler), ex);
-  else
-    return make_type_erased_op<TrackWork>(std::forward<Handler>(handler), ex);
+  return wait_handler_op<handler_type, tracked_executor<Executor, TrackWork>>::create(
+      std::forward<Handler>(handler), ex);
 }
 
 } // namespace asio_wheel::detail
