@@ -743,7 +743,8 @@ void print_scenario_table(const std::map<std::string, bench::metrics>& med, unsi
               cfg.touch_fraction * 100, cfg.round_ms, cfg.silent_fraction * 100, cfg.seconds,
               repeat > 1 ? (", median of " + std::to_string(repeat) + " runs each").c_str() : "");
   std::printf("Machine: %s. Loop %s.\n\n", bench::wakeup_baseline().c_str(),
-              cfg.busy ? "kept busy in the run (--busy): it never sleeps"
+              cfg.busy ? "kept busy in the run (--busy): it never sleeps, and the CPU rows "
+                         "count the spinning"
                        : "sleeps between events");
   // Columns in this order; each asio-wheel way is compared with steady_timer.
   std::vector<std::string> impls, versus;

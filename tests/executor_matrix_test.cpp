@@ -313,6 +313,7 @@ TEST_CASE_TEMPLATE("a handler's associated allocator also serves its executor's 
   SUBCASE("user executor, tracked") {
     run_cell(asio::prefer(user, kTracked), [] { return in_user_executor(); });
   }
+
   CHECK(fired_stats.deallocs == fired_stats.allocs);
   CHECK(fired_stats.bytes_live == 0);
   CHECK(aborted_stats.deallocs == aborted_stats.allocs);

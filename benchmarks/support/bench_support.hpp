@@ -141,9 +141,8 @@ inline double percentile(const std::vector<std::int64_t>& sorted, double p) {
 // How late this machine wakes a thread that sleeps 1 ms (std::this_thread::sleep_until,
 // 2,000 times), as one line: every timer whose loop sleeps between expiries pays it, whatever
 // its queue. On a virtual machine the timer interrupt of a halted virtual CPU can come
-// milliseconds late (the 2-core CI machine: p99.9 1.5-6.7 ms, max 3-7 ms, where a 20 us sleep,
-// which the host's halt polling covers, is late by 0.12 ms at most), which a loop kept busy
-// never pays.
+// milliseconds late (benchmarks/RESULTS.md, "What held the sleeping loop"), which a loop
+// kept busy never pays.
 inline std::string wakeup_baseline() {
   std::vector<std::int64_t> late;
   late.reserve(2000);
@@ -163,8 +162,8 @@ inline std::string wakeup_baseline() {
   return line;
 }
 
-// Posts to `ctx` a handler that posts itself again while busy() is true: the loop never
-// sleeps in epoll_wait, as a server's with I/O to do does not; timers' expiries are then
+// Posts to `ctx` a handler that posts itself again while busy() is true, so that the loop
+// never sleeps in epoll_wait, like a server's loop with I/O to do: timers' expiries are then
 // found by polls of the reactor, and the machine's late wake-ups count for no timer.
 template <typename Predicate>
 void keep_busy_while(asio::io_context& ctx, Predicate busy) {
