@@ -60,18 +60,29 @@ private:
   own_memory* memory_;
 };
 
-// A handler of the service's own, in the room `memory`: calls `(self->*Fn)()`, whatever it
-// is called with (the alarm's wait passes an error_code that Fn does not need: a cancelled
-// wait and an expired one both end in an expiry turn).
+// A handler of the service's own, in the room `memory`: calls `(self->*Fn)()`.
 template <typename Owner, void (Owner::*Fn)()>
 struct own_handler {
   Owner* self;
   own_memory* memory;
   using allocator_type = own_allocator<void>;
   allocator_type get_allocator() const noexcept { return allocator_type(*memory); }
-  template <typename... Args>
-  void operator()(const Args&...) const {
-    (self->*Fn)();
+  void operator()() const { (self->*Fn)(); }
+};
+
+// The same for a timer's wait: calls `(self->*Fn)(expired)`, `expired` false when the wait
+// completed with an error (operation_aborted: cancelled). Whether Asio's reactor found the
+// wait due or a cancel() queued it at once decides where its completion stands among the
+// context's handlers, which the owner needs to know (see wheel_shard::on_alarm).
+template <typename Owner, void (Owner::*Fn)(bool)>
+struct own_wait_handler {
+  Owner* self;
+  own_memory* memory;
+  using allocator_type = own_allocator<void>;
+  allocator_type get_allocator() const noexcept { return allocator_type(*memory); }
+  template <typename ErrorCode>
+  void operator()(const ErrorCode& ec) const {
+    (self->*Fn)(!ec);
   }
 };
 

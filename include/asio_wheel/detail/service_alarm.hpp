@@ -38,11 +38,12 @@ public:
   // created after the wheel's, and so be destroyed before it).
   void stop() noexcept { timer_.reset(); }
 
-  // The wait's handler runs: its memory is free. Returns true if the wait was cancelled
-  // meanwhile to be armed again (see superseded_).
-  bool done() noexcept {
+  // The wait's handler runs (`expired`: it completed without error): its memory is free.
+  // Returns true if it was cancelled to be armed again (see superseded_); false if it
+  // expired, even when it was superseded after its expiry was found.
+  bool done(bool expired) noexcept {
     busy_ = false;
-    return std::exchange(superseded_, false);
+    return std::exchange(superseded_, false) && !expired;
   }
   own_memory& memory() noexcept { return memory_; }
 
@@ -117,8 +118,12 @@ private:
   bool busy_ = false;
   // True from cancelling the outstanding wait until its handler runs. That handler is
   // queued at once, not by the reactor, so it arms the alarm again rather than running a
-  // turn (see wheel_shard::on_alarm). Stays true if the wait had expired already and its
-  // handler was queued: that turn then waits for the reactor's next pass, never lost.
+  // turn (see wheel_shard::on_alarm). Also set when the wait had expired already, its
+  // handler queued by the reactor, which the cancel cannot take back: that handler
+  // completes without error, and runs the turn in its place among the reactor's
+  // completions (done()). Were it to arm the alarm again instead, the turn would wait for
+  // the reactor's next pass, behind whatever was queued meanwhile (an abort, say), where
+  // Asio completes its own timers found in the first.
   bool superseded_ = false;
   own_memory memory_;
 };

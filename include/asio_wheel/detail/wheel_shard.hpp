@@ -408,7 +408,7 @@ private:
   [[gnu::noinline]] bool arm_alarm(tick_type tick) {
     if (alarm_.arm_if_earlier(
             queue_.driver(), tick,
-            own_handler<wheel_shard, &wheel_shard::on_alarm>{this, &alarm_.memory()}))
+            own_wait_handler<wheel_shard, &wheel_shard::on_alarm>{this, &alarm_.memory()}))
       return true;
     post_continuation(std::nullopt); // stands in for the alarm, which has found nothing yet
     return false;
@@ -470,11 +470,13 @@ private:
 
   // --- Handlers of the service's own, on its home (without the lock). ---
 
-  // The alarm's wait is done: expired, or cancelled to be armed again (or disarmed).
-  // Either way its memory is free. Expired, it runs an expiry turn, which arms it for what is
-  // left; cancelled with waits left, it arms it for the wheel's next expiry, through the
-  // reactor again, even if that has passed.
-  void on_alarm();
+  // The alarm's wait is done (`expired`: found due by Asio's reactor, not cancelled): its
+  // memory is free. Expired, it runs an expiry turn, which arms it for what is left, even
+  // if the alarm was wanted earlier meanwhile: the reactor queued this completion with the
+  // expiries it found, so the waits it stands for complete in Asio's place for them, ahead
+  // of what was queued since (aborts, say). Cancelled to be armed again, with waits left, it
+  // arms it for the wheel's next expiry, through the reactor again, even if that has passed.
+  void on_alarm(bool expired);
 
   // The continuation: the rest of a turn's backlog (or a retry after memory ran short).
   void resume();

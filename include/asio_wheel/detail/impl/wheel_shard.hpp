@@ -78,10 +78,10 @@ void wheel_shard<Clock, WaitTraits>::destroy_for_shutdown() {
 }
 
 template <typename Clock, typename WaitTraits>
-void wheel_shard<Clock, WaitTraits>::on_alarm() {
+void wheel_shard<Clock, WaitTraits>::on_alarm(bool expired) {
   note_runner();
   std::unique_lock lock(mutex_);
-  const bool superseded = alarm_.done();
+  const bool superseded = alarm_.done(expired);
   queue_.driver().disarm();
   if (shutdown_)
     return;
