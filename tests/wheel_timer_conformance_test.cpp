@@ -651,6 +651,56 @@ TEST_CASE_TEMPLATE("an expiry found before another timer's wait is aborted compl
   }
 }
 
+// The same pass, but every wait it could have found has gone before the handler that the
+// pass queued for the wheel runs (A aborted before it, B by a handler after it), and that
+// handler starts C, whose expiry has passed: Asio finds C in its next pass, after B's abort
+// and a handler posted with C. (Found by review: the wheel completed C first, in a turn for
+// the expiry that the pass had found.)
+TEST_CASE_TEMPLATE("a wait started after every wait found due has gone completes in the next pass",
+                   Timer, TIMER_TYPES) {
+  for (const std::chrono::milliseconds c_expiry : {-1ms, std::chrono::milliseconds(-1h)}) {
+    CAPTURE(c_expiry.count());
+    until_premise([&](bool last) {
+      asio::io_context ioc;
+      std::string out;
+      auto log = [&out](const char* name) {
+        return [&out, name](const asio::error_code& ec) {
+          out += std::string(name) + (ec ? "-aborted " : "-ok ");
+        };
+      };
+      Timer a(ioc), b(ioc), c(ioc);
+      asio::steady_timer witness(ioc);
+      a.expires_after(5ms);
+      a.async_wait(log("A"));
+      witness.expires_at(a.expiry() + 3ms); // the wheel's alarm: A's tick, at most 1 ms on
+      witness.async_wait(log("W"));
+      b.expires_after(kFar);
+      b.async_wait(log("B"));
+      asio::post(ioc, [&] {
+        a.cancel(); // before any pass: the wheel's alarm stays armed for A's tick
+        std::this_thread::sleep_for(30ms);
+        asio::post(ioc, [&] {
+          b.cancel(); // the last wait pending
+          c.expires_at(sclock::now() + c_expiry);
+          c.async_wait(log("C"));
+          asio::post(ioc, [&out] { out += "P "; });
+        });
+      });
+      const auto r = guarded_run(ioc);
+      CHECK_PROMPT(r);
+      const bool premise = out.find("W-ok") < out.find("B-aborted");
+      if (!premise && !last)
+        return false;
+      if (!premise)
+        MESSAGE("the witness completed after B's abort in every attempt: " << out);
+      if (const auto w = out.find("W-ok "); w != std::string::npos)
+        out.erase(w, 5);
+      CHECK(out == "A-aborted B-aborted P C-ok ");
+      return true;
+    });
+  }
+}
+
 TEST_CASE_TEMPLATE("completion order around aborted waits is Asio's", Timer, TIMER_TYPES) {
   asio::io_context ioc;
   std::string out;

@@ -39,11 +39,14 @@ public:
   void stop() noexcept { timer_.reset(); }
 
   // The wait's handler runs (`expired`: it completed without error): its memory is free.
-  // Returns true if it was cancelled to be armed again (see superseded_); false if it
-  // expired, even when it was superseded after its expiry was found.
+  // Returns true if it was cancelled to be armed again (see superseded_), or if it expired
+  // but every wait pending when the reactor found it has gone since (see emptied_): the
+  // handler then arms the alarm again rather than running a turn. False if it expired, even
+  // when it was superseded after its expiry was found.
   bool done(bool expired) noexcept {
     busy_ = false;
-    return std::exchange(superseded_, false) && !expired;
+    const bool emptied = std::exchange(emptied_, false);
+    return std::exchange(superseded_, false) && (!expired || emptied);
   }
   own_memory& memory() noexcept { return memory_; }
 
@@ -87,6 +90,14 @@ public:
     return true;
   }
 
+  // The shard's last pending wait has left (aborted, or taken by a turn that is not this
+  // alarm's): disarms the alarm, and notes it for done() if its wait is outstanding.
+  void emptied(wheel_driver<Clock>& driver) noexcept {
+    if (busy_)
+      emptied_ = true;
+    disarm(driver);
+  }
+
   // Nothing to wake for: the wait, if armed, is cancelled (so that run() can return), and
   // its handler finds nothing to do.
   void disarm(wheel_driver<Clock>& driver) noexcept {
@@ -125,6 +136,12 @@ private:
   // the reactor's next pass, behind whatever was queued meanwhile (an abort, say), where
   // Asio completes its own timers found in the first.
   bool superseded_ = false;
+  // True from the shard's last pending wait leaving while the wait is outstanding until its
+  // handler runs. A reactor pass that found the wait expired before that found nothing
+  // that is still pending: a wait started since, even one whose expiry has passed, is for
+  // the reactor's next pass, as Asio's own timer started then would be, behind the aborts
+  // queued meanwhile. So the handler arms the alarm again, as for a cancelled wait.
+  bool emptied_ = false;
   own_memory memory_;
 };
 

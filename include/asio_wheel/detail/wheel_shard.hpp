@@ -347,7 +347,7 @@ private:
   void detach(wait_op* op, spare_block& spare) {
     post_drain();
     if (queue_.detach(op, true, spare))
-      alarm_.disarm(queue_.driver());
+      alarm_.emptied(queue_.driver());
   }
 
   // As detach(), for every wait of `entry`; returns how many. Strong guarantee: the block
@@ -363,7 +363,7 @@ private:
     post_drain();
     const std::size_t count = queue_.detach_all(entry, aborted, spare);
     if (queue_.live() == 0)
-      alarm_.disarm(queue_.driver());
+      alarm_.emptied(queue_.driver());
     return count;
   }
 
@@ -474,8 +474,9 @@ private:
   // memory is free. Expired, it runs an expiry turn, which arms it for what is left, even
   // if the alarm was wanted earlier meanwhile: the reactor queued this completion with the
   // expiries it found, so the waits it stands for complete in Asio's place for them, ahead
-  // of what was queued since (aborts, say). Cancelled to be armed again, with waits left, it
-  // arms it for the wheel's next expiry, through the reactor again, even if that has passed.
+  // of what was queued since (aborts, say); unless every wait pending then has gone since
+  // (service_alarm::done). Cancelled to be armed again, with waits left, it arms it for the
+  // wheel's next expiry, through the reactor again, even if that has passed.
   void on_alarm(bool expired);
 
   // The continuation: the rest of a turn's backlog (or a retry after memory ran short).
