@@ -357,6 +357,17 @@ TEST_CASE_TEMPLATE("a wait already expired when started, while a turn is queued,
     Timer soon(ioc, 30ms), late(ioc), other(ioc, kFar);
     soon.async_wait(log(out, "soon"));
     other.async_wait(log(out, "other"));
+    // Whether the wheel wakes before `soon`, to stage a slot ahead: armed in the last ticks
+    // of a 4,096-tick slot, `soon` is due in the next, whose first 64 ticks the wheel stages
+    // at once. The reactor's first pass may then find that wake, whose turn, run after the
+    // posted function, completes `soon` before the read (docs/semantics.md, "Order around
+    // I/O"). The clock read first: a stall between the reads makes the wake look later.
+    bool stages_first = false;
+    if constexpr (!std::is_same_v<Timer, asio::steady_timer>) {
+      const auto before = sclock::now();
+      const auto next = asio_wheel::get_statistics(ioc, false).next_expiry;
+      stages_first = next && before + *next < soon.expiry() - 15ms;
+    }
     char byte = 0;
     // Premise: the posted function runs before `soon` expires. (A process stalled past it
     // has the reactor's first pass, queued before the post, complete `soon` first.)
@@ -380,7 +391,12 @@ TEST_CASE_TEMPLATE("a wait already expired when started, while a turn is queued,
     const std::string want = std::is_same_v<Timer, asio::steady_timer>
                                  ? "read soon other-aborted late "
                                  : "read late soon other-aborted ";
-    CHECK(out == want);
+    if (stages_first && out != want) {
+      MESSAGE("the wheel woke to stage a slot before `soon`, and that turn completed it");
+      CHECK(out == "soon read other-aborted late ");
+    } else {
+      CHECK(out == want);
+    }
     return true;
   });
 }

@@ -230,9 +230,6 @@ public:
   }
 
   // The turn is over: its statistics are recorded, and the batch handed over.
-  // Whether the take found any entry due (its waits taken, or queued behind the ready queue).
-  bool found_any() const noexcept { return found_ != 0; }
-
   wait_op* finish() noexcept {
     if (run_length_ != 0)
       counters_.late(now_ - run_wanted_, run_length_);

@@ -185,8 +185,6 @@ public:
   // every wait; false says nothing (the owner then asks wake_for()).
   bool settles(tick_type deadline) const noexcept { return deadline - settled_lo_ < settled_span_; }
   bool armed() const noexcept { return armed_; }
-  // The tick the alarm was last armed for (also after it was superseded, or disarmed).
-  tick_type armed_tick() const noexcept { return armed_at_; }
   // When the alarm wakes, while armed().
   time_point alarm_time() const noexcept { return scale_.time_of(armed_at_); }
 

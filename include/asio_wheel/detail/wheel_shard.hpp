@@ -487,16 +487,8 @@ private:
   // leave its timer's storage, or the alarm cannot be armed), the waits taken so far still
   // complete, the rest stay in the wheel, a continuation is queued, and std::bad_alloc leaves
   // run(): the next run() carries on. Called with the lock held; releases it.
-  //
-  // `alarm`: the tick the alarm's wait, found expired by Asio's reactor, was armed for. When
-  // nothing was due by then (a wake to stage a slot ahead, which the wheel may ask for at
-  // once) and the staging is done, the turn ends there: waits that came due since, while
-  // handlers queued before this one ran, were not due when the reactor found the alarm, and
-  // Asio's reactor finds such a wait of its own in its next pass, after the I/O it finds
-  // there. The alarm, armed for the next expiry (passed), wakes in that pass.
   void expire(std::unique_lock<futex_mutex>& lock,
-              tick_type until = (std::numeric_limits<tick_type>::max)(),
-              tick_type alarm = (std::numeric_limits<tick_type>::max)());
+              tick_type until = (std::numeric_limits<tick_type>::max)());
 
   // Completes, as one batch, the waits decided outside a turn (aborted, or retargeted into
   // the past).

@@ -82,7 +82,6 @@ void wheel_shard<Clock, WaitTraits>::on_alarm(bool expired) {
   note_runner();
   std::unique_lock lock(mutex_);
   const bool superseded = alarm_.done(expired);
-  const tick_type armed_for = queue_.driver().armed_tick();
   queue_.driver().disarm();
   if (shutdown_)
     return;
@@ -92,7 +91,7 @@ void wheel_shard<Clock, WaitTraits>::on_alarm(bool expired) {
       return;
     }
   }
-  expire(lock, (std::numeric_limits<tick_type>::max)(), armed_for);
+  expire(lock);
 }
 
 template <typename Clock, typename WaitTraits>
@@ -124,34 +123,18 @@ void wheel_shard<Clock, WaitTraits>::resume() {
 }
 
 template <typename Clock, typename WaitTraits>
-void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock, tick_type until,
-                                            tick_type alarm) {
+void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock, tick_type until) {
   // `until` no earlier than the wheel's time: a turn since (the alarm's) may have moved the
   // wheel past it, and a take "by" a tick the wheel has passed would hand back waits filed at
   // its time, due after `until`, to be re-filed into the slot it takes from, a budget's worth.
-  tick_type now = (std::min)(queue_.driver().turn_at(Clock::now()),
-                             (std::max)(until, queue_.driver().wheel().now()));
+  const tick_type now = (std::min)(queue_.driver().turn_at(Clock::now()),
+                                   (std::max)(until, queue_.driver().wheel().now()));
   expiry_batch batch(now, queue_.counters());
   bool short_of_memory = false;
   // Before the take, which lets the timers it empties leave the wheel (idle): one seen idle
   // from another thread then finds its shard holding (see batch_state). Ended by complete().
   batches_.taken();
-  // The alarm's turn, run after its tick, takes first what was due by then (see the
-  // declaration). One call of take_due(), in a loop: a second call site would take its
-  // visitor out of line, a call per expiry (callgrind_ops fire: +10%).
-  bool first_by_alarm = alarm < now && alarm >= queue_.driver().wheel().now();
-  bool done;
-  for (;;) {
-    done = queue_.take_due(first_by_alarm ? alarm : now, batch, short_of_memory, drain_.queued());
-    if (!first_by_alarm)
-      break;
-    first_by_alarm = false;
-    if (!done ||
-        (!batch.found_any() && queue_.driver().wheel().next_expiry().value_or(now) > alarm)) {
-      now = alarm;
-      break;
-    }
-  }
+  const bool done = queue_.take_due(now, batch, short_of_memory, drain_.queued());
   wait_op* const list = batch.finish();
   bool failed = short_of_memory;
   std::exception_ptr error;
