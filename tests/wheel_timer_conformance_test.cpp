@@ -595,59 +595,82 @@ TEST_CASE_TEMPLATE("a timer's aborted wait completes before its next wait, due i
 // armed for; its wait can no longer be cancelled, and the expiry it completes with is A's
 // all the same (found by CI: a restart whose new wait the wheel had to stage at once did
 // this, and A completed a pass later, after the aborts).
-TEST_CASE_TEMPLATE("an expiry found before another timer's wait is aborted completes first", Timer,
-                   TIMER_TYPES) {
-  for (const int mode : {0, 1, 2}) {
-    const bool restart = mode == 1;
-    const bool earlier = mode == 2;
-    CAPTURE(restart);
-    CAPTURE(earlier);
+//
+// The scenario of the two tests below: A (due in 5 ms), the witness and B (far) wait; a
+// handler runs `first(s)`, sleeps past A and the witness, and posts `then(s)`, which aborts
+// B's first wait (logged as `b_name`). Checks `want`, the witness left out, once the premise
+// held (or in the last attempt).
+template <typename Timer>
+struct witnessed_pass {
+  asio::io_context ioc;
+  std::string out;
+  Timer a{ioc}, b{ioc}, c{ioc};
+  asio::steady_timer witness{ioc};
+
+  auto log(const char* name) {
+    return [this, name](const asio::error_code& ec) {
+      out += std::string(name) + (ec ? "-aborted " : "-ok ");
+    };
+  }
+
+  template <typename First, typename Then>
+  static void check(const char* b_name, First first, Then then, const std::string& want) {
     until_premise([&](bool last) {
-      asio::io_context ioc;
-      std::string out;
-      auto log = [&out](const char* name) {
-        return [&out, name](const asio::error_code& ec) {
-          out += std::string(name) + (ec ? "-aborted " : "-ok ");
-        };
-      };
-      Timer a(ioc), b(ioc), d(ioc);
-      asio::steady_timer witness(ioc);
-      a.expires_after(5ms);
-      a.async_wait(log("A"));
-      witness.expires_at(a.expiry() + 3ms); // the wheel's alarm: A's tick, at most 1 ms on
-      witness.async_wait(log("W"));
-      b.expires_after(kFar);
-      b.async_wait(log("B1"));
-      asio::post(ioc, [&] {
+      witnessed_pass s;
+      s.a.expires_after(5ms);
+      s.a.async_wait(s.log("A"));
+      s.witness.expires_at(s.a.expiry() + 3ms); // the wheel's alarm: A's tick, at most 1 ms on
+      s.witness.async_wait(s.log("W"));
+      s.b.expires_after(kFar);
+      s.b.async_wait(s.log(b_name));
+      asio::post(s.ioc, [&] {
+        first(s);
         std::this_thread::sleep_for(30ms); // A and the witness are due by the next pass
-        asio::post(ioc, [&] {
-          if (restart) {
-            b.expires_after(-1ms); // aborts B1
-            b.async_wait(log("B2"));
-          } else {
-            b.cancel();
-          }
-          if (earlier) {
-            d.expires_at(a.expiry() - 2ms);
-            d.async_wait(log("D"));
-            d.cancel();
-          }
-        });
+        asio::post(s.ioc, [&] { then(s); });
       });
-      const auto r = guarded_run(ioc);
+      const auto r = guarded_run(s.ioc);
       CHECK_PROMPT(r);
-      const bool premise = out.find("W-ok") < out.find("B1-aborted");
+      const std::string aborted = std::string(b_name) + "-aborted";
+      const bool premise = s.out.find("W-ok") < s.out.find(aborted);
       if (!premise && !last)
         return false;
       if (!premise)
-        MESSAGE("the witness completed after B1's abort in every attempt: " << out);
-      if (const auto w = out.find("W-ok "); w != std::string::npos)
-        out.erase(w, 5);
-      CHECK(out == (restart   ? "A-ok B1-aborted B2-ok "
-                    : earlier ? "A-ok B1-aborted D-aborted "
-                              : "A-ok B1-aborted "));
+        MESSAGE("the witness completed after " << aborted << " in every attempt: " << s.out);
+      if (const auto w = s.out.find("W-ok "); w != std::string::npos)
+        s.out.erase(w, 5);
+      CHECK(s.out == want);
       return true;
     });
+  }
+};
+
+TEST_CASE_TEMPLATE("an expiry found before another timer's wait is aborted completes first", Timer,
+                   TIMER_TYPES) {
+  using pass = witnessed_pass<Timer>;
+  const auto nothing = [](pass&) {};
+  SUBCASE("cancel()") {
+    pass::check(
+        "B1", nothing, [](pass& s) { s.b.cancel(); }, "A-ok B1-aborted ");
+  }
+  SUBCASE("restarted in the past") {
+    pass::check(
+        "B1", nothing,
+        [](pass& s) {
+          s.b.expires_after(-1ms); // aborts B1
+          s.b.async_wait(s.log("B2"));
+        },
+        "A-ok B1-aborted B2-ok ");
+  }
+  SUBCASE("earlier") {
+    pass::check(
+        "B1", nothing,
+        [](pass& s) {
+          s.b.cancel();
+          s.c.expires_at(s.a.expiry() - 2ms);
+          s.c.async_wait(s.log("D"));
+          s.c.cancel();
+        },
+        "A-ok B1-aborted D-aborted ");
   }
 }
 
@@ -658,46 +681,21 @@ TEST_CASE_TEMPLATE("an expiry found before another timer's wait is aborted compl
 // the expiry that the pass had found.)
 TEST_CASE_TEMPLATE("a wait started after every wait found due has gone completes in the next pass",
                    Timer, TIMER_TYPES) {
+  using pass = witnessed_pass<Timer>;
   for (const std::chrono::milliseconds c_expiry : {-1ms, std::chrono::milliseconds(-1h)}) {
     CAPTURE(c_expiry.count());
-    until_premise([&](bool last) {
-      asio::io_context ioc;
-      std::string out;
-      auto log = [&out](const char* name) {
-        return [&out, name](const asio::error_code& ec) {
-          out += std::string(name) + (ec ? "-aborted " : "-ok ");
-        };
-      };
-      Timer a(ioc), b(ioc), c(ioc);
-      asio::steady_timer witness(ioc);
-      a.expires_after(5ms);
-      a.async_wait(log("A"));
-      witness.expires_at(a.expiry() + 3ms); // the wheel's alarm: A's tick, at most 1 ms on
-      witness.async_wait(log("W"));
-      b.expires_after(kFar);
-      b.async_wait(log("B"));
-      asio::post(ioc, [&] {
-        a.cancel(); // before any pass: the wheel's alarm stays armed for A's tick
-        std::this_thread::sleep_for(30ms);
-        asio::post(ioc, [&] {
-          b.cancel(); // the last wait pending
-          c.expires_at(sclock::now() + c_expiry);
-          c.async_wait(log("C"));
-          asio::post(ioc, [&out] { out += "P "; });
-        });
-      });
-      const auto r = guarded_run(ioc);
-      CHECK_PROMPT(r);
-      const bool premise = out.find("W-ok") < out.find("B-aborted");
-      if (!premise && !last)
-        return false;
-      if (!premise)
-        MESSAGE("the witness completed after B's abort in every attempt: " << out);
-      if (const auto w = out.find("W-ok "); w != std::string::npos)
-        out.erase(w, 5);
-      CHECK(out == "A-aborted B-aborted P C-ok ");
-      return true;
-    });
+    pass::check(
+        "B",
+        [](pass& s) {
+          s.a.cancel();
+        }, // before any pass: the wheel's alarm stays armed for A's tick
+        [c_expiry](pass& s) {
+          s.b.cancel(); // the last wait pending
+          s.c.expires_at(sclock::now() + c_expiry);
+          s.c.async_wait(s.log("C"));
+          asio::post(s.ioc, [&s] { s.out += "P "; });
+        },
+        "A-aborted B-aborted P C-ok ");
   }
 }
 
