@@ -409,6 +409,47 @@ TEST_CASE("heartbeat_group: after a stall, one run delivers its events in the or
   CHECK((got[3].who == &b && !got[3].ping && got[3].at == 45ms));
 }
 
+// Issue #36 for the group's own wheel: 100,000 members whose pings fall in one 4,096-tick
+// slot of it that is not yet the next (10 to 11 s after its start, 100 a millisecond).
+// When the slot before it begins, the slot is re-filed towards level 0 ahead of time; with
+// no bound on that, one step of a run moved all 100,000 (9 to 14 ms of the loop at a
+// million members); bounded, the group paces it and every ping still comes on its tick.
+TEST_CASE("heartbeat_group: 100,000 pings in one upper slot of its wheel: no step re-files "
+          "more than 512 members, every ping on its tick") {
+  using group_t = asio_wheel::basic_heartbeat_group<vclock>;
+  constexpr std::size_t kMembers = 100'000;
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  const vclock::time_point start = vt.now();
+  std::vector<group_t::member> members(kMembers);
+  std::vector<dur> watched(kMembers), pinged(kMembers, kNever);
+  std::size_t pings = 0;
+  group_t group(io, group_t::options{10s, 60s}, [&](group_t::member& m, group_t::event ev) {
+    if (ev == group_t::event::ping) {
+      ++pings;
+      pinged[static_cast<std::size_t>(&m - members.data())] = vclock::now() - start;
+    }
+  });
+  for (std::size_t i = 0; i < kMembers; ++i) {
+    if (i % 100 == 0 && i != 0)
+      vt.advance(1ms);
+    watched[i] = vclock::now() - start;
+    group.watch(members[i]);
+  }
+  vt.advance(11s);
+  CHECK(pings == kMembers);
+  std::size_t early = 0, late = 0;
+  for (std::size_t i = 0; i < kMembers; ++i) {
+    early += pinged[i] < watched[i] + 10s;
+    late += pinged[i] != kNever && pinged[i] > watched[i] + 10s + kTick;
+  }
+  CHECK(early == 0);
+  CHECK(late == 0);
+  const asio_wheel::heartbeat_group_statistics s = group.statistics();
+  CHECK(s.largest_refile_step <= 512);
+  MESSAGE("largest re-filing step " << s.largest_refile_step << ", " << s.wakeups << " wake-ups");
+}
+
 // A lowered factor makes members of the queues due before the instant the group's wheel
 // has reached (it went there for a member filed in it): they come before the wheel's
 // entries, in the order of their thresholds at the new factor. And a member found with its

@@ -304,6 +304,85 @@ TEST_CASE("staging with time to spare is paced, a limit's worth per tick, never 
   MESSAGE(calls << " calls");
 }
 
+// heartbeat_group's wheel: no cascade limit, since it takes one entry per advance() and
+// compares it with work of its own (a partial cascade would end a take early), but a staging
+// limit. Staging ahead is then paced and bounded per advance() as with a cascade limit (the
+// group staged a whole upper slot in one step before: 9 to 14 ms at a million members), and a
+// window that comes due unstaged (time jumped to it) is re-filed whole in the advance() that
+// reaches it, which still takes its first entry.
+TEST_CASE("a staging limit without a cascade limit: staging ahead bounded per advance(), a "
+          "window come due re-filed whole") {
+  using asio_wheel::test::reference_wheel;
+  constexpr std::size_t limit = 64;
+  const std::size_t entries = 30'000;
+  for (const bool jump : {false, true}) {
+    CAPTURE(jump);
+    std::mt19937_64 rng(36'002);
+    std::vector<node> nodes(entries);
+    timing_wheel wheel(0);
+    unlink_all guard{wheel, nodes};
+    wheel.set_cascade_limit(timing_wheel::unlimited);
+    wheel.set_staging_limit(limit);
+    reference_wheel model(entries, 0);
+    // A level-2 slot that is not the window yet: it becomes the window's source at 4096.
+    for (std::size_t i = 0; i < entries; ++i) {
+      nodes[i].id = static_cast<int>(i);
+      const tick_type d = 8192 + rng() % 4096;
+      wheel.insert(nodes[i], d);
+      model.insert(static_cast<asio_wheel::test::node_id>(i), d);
+    }
+    if (jump) {
+      // Past 8192 at once: the window was never staged.
+      wheel.advance(8191, 1, [](wheel_node&) { FAIL("nothing is due before 8192"); });
+      CHECK(wheel.last_moves() <= limit);
+      std::vector<int> got;
+      const bool done = wheel.advance(
+          8192 + 4095, 1, [&](wheel_node& n) { got.push_back(static_cast<node&>(n).id); });
+      CHECK(!done); // its budget, one entry, not a cascade limit
+      REQUIRE(got.size() == 1);
+      std::vector<int> want;
+      model.advance(8192 + 4095, 1, [&](asio_wheel::test::node_id id, tick_type) {
+        want.push_back(static_cast<int>(id));
+      });
+      CHECK(got == want);
+      CHECK(wheel.last_moves() > limit); // what staging had left, in that one advance()
+      wheel.check_invariants();
+      continue;
+    }
+    // The group's way: at each event, one entry per advance() until none is taken.
+    std::size_t most = 0, at_once = 0, expired = 0;
+    while (!wheel.empty()) {
+      const auto next = wheel.next_expiry();
+      REQUIRE(next.has_value());
+      const tick_type t = *next;
+      CAPTURE(t);
+      if (t == wheel.now())
+        ++at_once;
+      std::vector<int> got, want;
+      for (;;) {
+        std::size_t taken = 0;
+        wheel.advance(t, 1, [&](wheel_node& n) {
+          got.push_back(static_cast<node&>(n).id);
+          ++taken;
+        });
+        most = (std::max)(most, wheel.last_moves());
+        if (taken == 0)
+          break;
+      }
+      model.advance(t, timing_wheel::unlimited, [&](asio_wheel::test::node_id id, tick_type) {
+        want.push_back(static_cast<int>(id));
+      });
+      REQUIRE(got == want);
+      expired += got.size();
+    }
+    wheel.check_invariants();
+    CHECK(expired == entries);
+    CHECK(at_once == 0); // paced: the slot had time to spare
+    CHECK(most <= limit);
+    MESSAGE("most moves in one advance(): " << most);
+  }
+}
+
 namespace {
 
 // An owner as the wheel service drives its wheel: a turn when its alarm comes (advance() to

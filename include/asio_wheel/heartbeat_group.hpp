@@ -50,6 +50,13 @@ struct heartbeat_group_statistics {
   /// Wake-ups of the group's one wheel wait (including early ones, at which the group only
   /// re-files the members of an upper slot of its own wheel).
   std::uint64_t wakeups = 0;
+  /// The most members moved within the group's wheel by one step of a run (a run takes its
+  /// members one step at a time): re-filed from an upper-level slot towards the slot they
+  /// are taken from, ahead of time (docs/design.md, "Staging"). At most 512 while the
+  /// group's wake-ups keep pace, so that no wake-up holds the loop for a whole slot of
+  /// members (at a million members, 9 to 14 ms before this bound); more only for a slot that came
+  /// due before it could be staged (a loop stalled for seconds, a clock stepped forward).
+  std::size_t largest_refile_step = 0;
 };
 
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
@@ -330,7 +337,7 @@ public:
    * get_statistics().
    */
   heartbeat_group_statistics statistics() const noexcept {
-    return {size(), pings_, drops_, refiles_, wakeups_};
+    return {size(), pings_, drops_, refiles_, wakeups_, largest_refile_step_};
   }
 
   /// Starts watching @c m, or starts again if this group watches it already.
@@ -433,8 +440,9 @@ private:
   // context wheel's default length (1 ms), with a boundary at the group's construction. The
   // wait is armed by the driver's rule, no later than the wheel's next expiry and the
   // queues' heads at the factor last read (a later factor only makes the wait early).
-  // Members are taken one per advance(), so cascades are not bounded (see wheel_driver's
-  // constructor); runs are, by members_per_run.
+  // Members are taken one per advance(), so the re-filing of a slot that comes due is not
+  // bounded (see wheel_driver's constructor), but the staging ahead of it is, as a
+  // context's; runs are bounded by members_per_run.
   detail::wheel_driver<Clock> driver_{detail::wheel_driver<Clock>::default_tick(),
                                       detail::timing_wheel::unlimited};
   // Members past the minimum of their next threshold, by event, ordered by their own last
@@ -461,6 +469,7 @@ private:
   std::uint64_t drops_ = 0;
   std::uint64_t refiles_ = 0;
   std::uint64_t wakeups_ = 0;
+  std::size_t largest_refile_step_ = 0;
 };
 
 /// A heartbeat group on std::chrono::steady_clock.

@@ -70,7 +70,9 @@ public:
 
   // `cascade_limit`: cascade_budget, or for an owner that takes one entry per advance() and
   // compares it with work of its own (heartbeat_group), timing_wheel::unlimited, so that a
-  // partial cascade does not end a take early.
+  // partial cascade does not end a take early. Staging ahead is held to cascade_budget
+  // either way (timing_wheel::set_staging_limit): an unlimited one staged a whole upper slot
+  // in one step, 9 to 14 ms of the loop's time every 4 s for a group of a million members.
   explicit wheel_driver(duration tick = default_tick(), std::size_t cascade_limit = cascade_budget)
       : cascade_limit_(cascade_limit) {
     reset(tick);
@@ -86,6 +88,7 @@ public:
     scale_ = tick_scale<Clock>(tick, now);
     wheel_.emplace(scale_.floor(now));
     wheel_->set_cascade_limit(cascade_limit_);
+    wheel_->set_staging_limit(cascade_budget);
     settle();
   }
 

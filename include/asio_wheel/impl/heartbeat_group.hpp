@@ -347,9 +347,11 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const t
   // before every entry of the wheel, none of which is due before its time: advance() would
   // take those first, since it never goes back.
   const bool head = q != queues::none || look;
-  if (!head || driver_.scale().ceil(q_due) >= wheel.now())
+  if (!head || driver_.scale().ceil(q_due) >= wheel.now()) {
     wheel.advance(head ? (std::min)(now_tick, driver_.scale().ceil(q_due)) : now_tick, 1,
                   [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
+    largest_refile_step_ = (std::max)(largest_refile_step_, wheel.last_moves());
+  }
   if (due != nullptr) {
     // The wheel's time is the entry's tick (or, for an entry filed late, past it).
     taken_at = (std::max)(due->deadline(), wheel.now());
