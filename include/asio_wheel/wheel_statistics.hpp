@@ -97,7 +97,7 @@ struct wheel_statistics {
   /// The largest batch so far, in waits.
   std::uint64_t largest_batch = 0;
   /// Driver turns that stopped at the expiry budget (4096 expiries) or, for an upper-level
-  /// slot that came due before it could be staged ahead, the cascade budget (2048 re-filed
+  /// slot that came due before it could be staged ahead, the cascade budget (512 re-filed
   /// entries), and left the rest to a new turn, so that the context's other handlers get a
   /// turn. Turns that only stage entries ahead of their slot are not counted.
   std::uint64_t budget_turns = 0;
