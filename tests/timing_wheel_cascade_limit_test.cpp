@@ -304,14 +304,14 @@ TEST_CASE("staging with time to spare is paced, a limit's worth per tick, never 
   MESSAGE(calls << " calls");
 }
 
-// heartbeat_group's wheel: no cascade limit, since it takes one entry per advance() and
-// compares it with work of its own (a partial cascade would end a take early), but a staging
-// limit. Staging ahead is then paced and bounded per advance() as with a cascade limit (the
-// group staged a whole upper slot in one step before: 9 to 14 ms at a million members), and a
-// window that comes due unstaged (time jumped to it) is re-filed whole in the advance() that
-// reaches it, which still takes its first entry.
-TEST_CASE("a staging limit without a cascade limit: staging ahead bounded per advance(), a "
-          "window come due re-filed whole") {
+// heartbeat_group's wheel: a window that comes due is re-filed whole, since the group takes
+// one entry per advance() and compares it with work of its own (a partial cascade would end a
+// take early), but the staging ahead keeps the cascade limit: paced and bounded per advance()
+// (with no limit at all, the group staged a whole upper slot in one step: 9 to 14 ms at a
+// million members). A window that comes due unstaged (time jumped to it) is re-filed whole in
+// the advance() that reaches it, which still takes its first entry.
+TEST_CASE("set_refile_whole: staging ahead bounded per advance() by the cascade limit, a window "
+          "come due re-filed whole") {
   using asio_wheel::test::reference_wheel;
   constexpr std::size_t limit = 64;
   const std::size_t entries = 30'000;
@@ -321,8 +321,8 @@ TEST_CASE("a staging limit without a cascade limit: staging ahead bounded per ad
     std::vector<node> nodes(entries);
     timing_wheel wheel(0);
     unlink_all guard{wheel, nodes};
-    wheel.set_cascade_limit(timing_wheel::unlimited);
-    wheel.set_staging_limit(limit);
+    wheel.set_cascade_limit(limit);
+    wheel.set_refile_whole(true);
     reference_wheel model(entries, 0);
     // A level-2 slot that is not the window yet: it becomes the window's source at 4096.
     for (std::size_t i = 0; i < entries; ++i) {

@@ -443,8 +443,7 @@ private:
   // Members are taken one per advance(), so the re-filing of a slot that comes due is not
   // bounded (see wheel_driver's constructor), but the staging ahead of it is, as a
   // context's; runs are bounded by members_per_run.
-  detail::wheel_driver<Clock> driver_{detail::wheel_driver<Clock>::default_tick(),
-                                      detail::timing_wheel::unlimited};
+  detail::wheel_driver<Clock> driver_{detail::wheel_driver<Clock>::default_tick(), true};
   // Members past the minimum of their next threshold, by event, ordered by their own last
   // touch + min: see
   // detail/threshold_queues.hpp. Empty while the thresholds are fixed.

@@ -94,11 +94,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   opts.check_invariants_in_callbacks = in.bits(1) != 0;
   // Half the inputs run with a small cascade limit (1 to 8 moves per advance), so that the
   // staging of the levels' next slots spans calls and windows come due half staged.
-  // Of the others, half with a small staging limit alone (heartbeat_group's wheel).
-  if (in.bits(1) != 0)
+  // Half of those re-file a window that comes due whole (heartbeat_group's wheel).
+  if (in.bits(1) != 0) {
     opts.cascade_limit = 1 + static_cast<std::size_t>(in.bits(3));
-  else if (in.bits(1) != 0)
-    opts.staging_limit = 1 + static_cast<std::size_t>(in.bits(3));
+    opts.refile_whole = in.bits(1) != 0;
+  }
 
   try {
     differential_harness h(node_count, start, opts);

@@ -269,11 +269,11 @@ public:
     // owner does, until it is done or its budget is spent at the model's tick, and compares
     // the expiries of all those calls with the model's one advance().
     std::size_t cascade_limit = detail::timing_wheel::unlimited;
-    // The wheel's staging limit (timing_wheel::set_staging_limit): of those moves, staged
-    // ahead at most. With no cascade limit (heartbeat_group's wheel), a small one leaves
-    // staging unfinished across calls while every advance() still takes all that is due,
-    // in one call.
-    std::size_t staging_limit = detail::timing_wheel::unlimited;
+    // timing_wheel::set_refile_whole (heartbeat_group's wheel): a window that comes due is
+    // re-filed whole, so that with a small cascade limit the staging ahead is left
+    // unfinished across calls while every advance() still takes all that is due, in one
+    // call.
+    bool refile_whole = false;
   };
 
   static constexpr std::size_t unlimited = detail::timing_wheel::unlimited;
@@ -287,7 +287,7 @@ public:
     for (std::size_t i = 0; i < node_count; ++i)
       nodes_[i].id = static_cast<node_id>(i);
     wheel_->set_cascade_limit(opts.cascade_limit);
-    wheel_->set_staging_limit(opts.staging_limit);
+    wheel_->set_refile_whole(opts.refile_whole);
     // A reaction may insert any node, so the number of expiries of one advance() is bounded
     // by the live entries plus the reactions allowed; this bound keeps a cycle of reactions
     // that re-arm at the current tick from running forever, identically on both sides.
@@ -382,11 +382,12 @@ public:
           if (got_.size() <= max_reactions_per_advance_)
             react_on_wheel(node.id);
         });
-        if (wheel_->last_moves() >= opts_.staging_limit)
-          ++staging_capped_;
-        // Without a limit, one call is the whole advance. With one, the wheel stopped for
+        if (wheel_->last_moves() >= opts_.cascade_limit)
+          ++capped_;
+        // Without a limit, one call is the whole advance (so too when a window come due is
+        // re-filed whole). With one, the wheel stopped for
         // its limit unless its budget is spent where the model stopped.
-        if (got_done || opts_.cascade_limit == unlimited ||
+        if (got_done || opts_.cascade_limit == unlimited || opts_.refile_whole ||
             (got_.size() - before == left && wheel_->now() == model_.now()))
           break;
         ++interrupted_;
@@ -428,8 +429,8 @@ public:
   std::uint64_t steps() const noexcept { return step_; }
   // Calls of the wheel's advance() that stopped for its cascade limit alone.
   std::uint64_t interrupted() const noexcept { return interrupted_; }
-  // Calls of the wheel's advance() that moved as many entries as the staging limit, or more.
-  std::uint64_t staging_capped() const noexcept { return staging_capped_; }
+  // Calls of the wheel's advance() that moved as many entries as the cascade limit, or more.
+  std::uint64_t capped() const noexcept { return capped_; }
 
   // The expiries of the last advance(), as the wheel reported them (identical to the model's
   // when advance() returned).
@@ -641,7 +642,7 @@ private:
   std::string context_;
   std::uint64_t step_ = 0;
   std::uint64_t interrupted_ = 0;
-  std::uint64_t staging_capped_ = 0;
+  std::uint64_t capped_ = 0;
   std::array<op_record, history> recent_{};
   bool failed_ = false;
 };

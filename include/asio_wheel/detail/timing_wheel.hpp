@@ -197,25 +197,21 @@ public:
   }
 
   // At most `limit` entries moved (staged ahead, or re-filed) per advance() call (default:
-  // no limit); the staging limit becomes the same.
-  void set_cascade_limit(std::size_t limit) noexcept {
-    cascade_limit_ = staging_limit_ = moves_left_ = limit == 0 ? 1 : limit;
-  }
+  // no limit).
+  void set_cascade_limit(std::size_t limit) noexcept { cascade_limit_ = limit == 0 ? 1 : limit; }
 
-  // At most `limit` of those moves staged ahead, for a window that is not due yet (at most
-  // the cascade limit; set after it). For an owner whose advance() must never stop for a
-  // cascade (heartbeat_group takes one entry per call and compares it with work of its
-  // own): an unlimited cascade limit, so that a window come due is re-filed whole before
-  // anything in it is taken, and a staging limit, so that the staging ahead of a window,
-  // which pacing does not make urgent, is spread over ticks instead of one burst.
-  void set_staging_limit(std::size_t limit) noexcept {
-    staging_limit_ = limit == 0 ? 1 : (std::min)(limit, cascade_limit_);
-  }
+  // Whether a window that comes due before its staging is done is re-filed whole, whatever
+  // the cascade limit, in the advance() that reaches it (default: no, a limit's worth per
+  // call). For an owner whose advance() must never stop for a cascade (heartbeat_group takes
+  // one entry per call and compares it with work of its own), while its staging ahead,
+  // which pacing spreads over ticks, keeps the limit: with no limit at all, that staged a
+  // whole upper slot in one step.
+  void set_refile_whole(bool whole) noexcept { refile_whole_ = whole; }
 
   // Entries moved (staged ahead, or re-filed for a window that came due) by the last
-  // advance(): at most the cascade limit, and of them at most the staging limit ahead. For
-  // statistics and tests.
-  std::size_t last_moves() const noexcept { return cascade_limit_ - moves_left_; }
+  // advance(): at most the cascade limit, but for a window re-filed whole. For statistics
+  // and tests.
+  std::size_t last_moves() const noexcept { return moved_; }
 
   // The tick at which advance() next has work to do: the exact deadline when the earliest
   // entry is on level 0; else the earliest of the exact deadline of S_1's first entry, the
@@ -381,8 +377,8 @@ public:
   bool advance(tick_type now, std::size_t budget, OnExpire&& on_expire) {
     if (now < elapsed_)
       now = elapsed_;
-    std::size_t& moves = moves_left_;
-    moves = cascade_limit_;
+    std::size_t moves = cascade_limit_;
+    moved_ = 0;
     for (;;) {
       const unsigned bank0 = level_bank_[0];
       if (bits_[bank0] != 0) {
@@ -420,12 +416,8 @@ public:
       set_time(now);
     }
     elapsed_ = now;
-    if (staging_pending_) {
-      std::size_t ahead = (std::min)(moves, staging_limit_);
-      const std::size_t allowed = ahead;
-      stage(ahead);
-      moves -= allowed - ahead;
-    }
+    if (staging_pending_)
+      stage(moves);
     return true;
   }
 
@@ -550,9 +542,9 @@ public:
         return static_cast<const char*>(nullptr);
       });
     }
-    if (staging_limit_ > cascade_limit_ || moves_left_ > cascade_limit_)
+    if (moved_ > cascade_limit_ && !refile_whole_)
       detail::throw_exception(
-          std::logic_error("timing_wheel: a staging limit or moves left above the cascade limit"));
+          std::logic_error("timing_wheel: more moves in an advance() than the cascade limit"));
     if (count != size_)
       detail::throw_exception(std::logic_error("timing_wheel: size " + std::to_string(size_) +
                                                " but " + std::to_string(count) + " nodes linked"));
@@ -638,7 +630,8 @@ private:
     // `start` is the earliest thing due: every level below and their stages are empty.
     set_time(start - 1);
     const auto top = static_cast<unsigned>(countr_zero(start)) / slot_bits;
-    if (!stage_group(1, top, moves)) {
+    std::size_t whole = unlimited;
+    if (!stage_group(1, top, refile_whole_ ? whole : moves)) {
       staging_pending_ = true;
       return false;
     }
@@ -765,6 +758,7 @@ private:
       if (moves == 0)
         return false;
       --moves;
+      ++moved_;
       wheel_node& node = *from.first;
       unlink(node);
       append(node, base + wheel_geometry::digit_of(node.deadline_, j - 1));
@@ -939,12 +933,13 @@ private:
                                              std::to_string(index) + ")"));
   }
 
-  // Entries moved per advance() at most.
+  // Entries moved per advance() at most, but for a window re-filed whole.
   std::size_t cascade_limit_ = unlimited;
-  // Of them, staged ahead at most. Invariant: staging_limit_ <= cascade_limit_.
-  std::size_t staging_limit_ = unlimited;
-  // Moves left to the current (or last) advance(). Invariant: <= cascade_limit_.
-  std::size_t moves_left_ = unlimited;
+  // See set_refile_whole().
+  bool refile_whole_ = false;
+  // Entries moved by the current (or last) advance(). Invariant: <= cascade_limit_ unless
+  // refile_whole_.
+  std::size_t moved_ = 0;
   // Current time. Invariant: every entry on a level is placed relative to it by the XOR
   // rule; every entry in stage S_j lies in W_j (derived from it), in the bucket of its
   // digit j-1.

@@ -68,13 +68,13 @@ public:
   static constexpr std::size_t expiry_budget = 4096;
   static constexpr std::size_t cascade_budget = 512;
 
-  // `cascade_limit`: cascade_budget, or for an owner that takes one entry per advance() and
-  // compares it with work of its own (heartbeat_group), timing_wheel::unlimited, so that a
-  // partial cascade does not end a take early. Staging ahead is held to cascade_budget
-  // either way (timing_wheel::set_staging_limit): an unlimited one staged a whole upper slot
-  // in one step, 9 to 14 ms of the loop's time every 4 s for a group of a million members.
-  explicit wheel_driver(duration tick = default_tick(), std::size_t cascade_limit = cascade_budget)
-      : cascade_limit_(cascade_limit) {
+  // `refile_whole`: for an owner that takes one entry per advance() and compares it with
+  // work of its own (heartbeat_group), so that a partial cascade does not end a take early
+  // (timing_wheel::set_refile_whole). Staging ahead keeps cascade_budget either way: with
+  // no limit, the group staged a whole upper slot in one step, 9 to 14 ms of the loop's time
+  // every 4 s at a million members.
+  explicit wheel_driver(duration tick = default_tick(), bool refile_whole = false)
+      : refile_whole_(refile_whole) {
     reset(tick);
   }
 
@@ -87,8 +87,8 @@ public:
     const time_point now = Clock::now();
     scale_ = tick_scale<Clock>(tick, now);
     wheel_.emplace(scale_.floor(now));
-    wheel_->set_cascade_limit(cascade_limit_);
-    wheel_->set_staging_limit(cascade_budget);
+    wheel_->set_cascade_limit(cascade_budget);
+    wheel_->set_refile_whole(refile_whole_);
     settle();
   }
 
@@ -213,7 +213,7 @@ private:
             static_cast<long long>(period::den)};
   }
 
-  std::size_t cascade_limit_;
+  bool refile_whole_;
   // Tick length and the instant of tick 0 of wheel_.
   tick_scale<Clock> scale_;
   // Re-created by reset() (only while empty), hence optional.
