@@ -498,6 +498,11 @@ public:
     for (bool b : seen)
       if (!b)
         detail::throw_exception(std::logic_error("timing_wheel: banks are not a permutation"));
+    for (unsigned k = 0; k < num_levels; ++k) {
+      if (level_first_[k] != level_bank_[k] * slots_per_level ||
+          stage_first_[k] != (k == 0 ? 0 : stage_bank_[k] * slots_per_level))
+        fail("first slot disagrees with the bank", "level", k, 0);
+    }
     std::size_t count = 0;
     for (unsigned level = 0; level < num_levels; ++level) {
       const unsigned digit = wheel_geometry::digit_of(elapsed_, level);
