@@ -773,18 +773,24 @@ private:
     const unsigned level = wheel_geometry::level_of(elapsed_, when);
     const unsigned shift = level * slot_bits;
     const tick_type digits = when >> shift; // the slot, and the digits above it
-    unsigned slot = level_first_[level] + static_cast<unsigned>(digits & (slots_per_level - 1));
+    unsigned slot;
     // A level's next slot (its window) is staged. While its source is known to be empty
     // (window_digits_), an entry for it goes into the stage: inline, on the path of about
     // half of the deadlines a minute or more ahead (those in the next level-3 slot), where
     // out of line it cost 30 instructions each, 8% of callgrind_ops arm.
     if (digits == window_digits_[level]) {
-      const unsigned bucket = wheel_geometry::digit_of(when, level - 1);
+      // Digit level-1, from the shift at hand (digit_of() from the level: two instructions
+      // more). Level 0 has no window: its window_digits_ matches no deadline.
+      assert(level != 0);
+      const auto bucket =
+          static_cast<unsigned>(when >> (shift - slot_bits)) & (slots_per_level - 1);
       // Bucket 0 may be a source itself: out of line, and last (a tail call, so the hot
       // path saves no register for it).
       if (bucket == 0)
         return link_window(node, level);
       slot = stage_first_[level] + bucket;
+    } else {
+      slot = level_first_[level] + static_cast<unsigned>(digits & (slots_per_level - 1));
     }
     // Else the entry joins its slot, which for the window is its source while that waits,
     // behind the older entries there (staging is then pending already: the invariant of
