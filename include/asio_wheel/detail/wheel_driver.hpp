@@ -213,11 +213,12 @@ private:
             static_cast<long long>(period::den)};
   }
 
+  // Re-created by reset() (only while empty), hence optional. First, so that the wheel
+  // lies at the start of timer_queue (see there).
+  std::optional<timing_wheel> wheel_;
   bool refile_whole_;
   // Tick length and the instant of tick 0 of wheel_.
   tick_scale<Clock> scale_;
-  // Re-created by reset() (only while empty), hence optional.
-  std::optional<timing_wheel> wheel_;
   // True while the alarm's wait is armed for armed_at_: not cancelled, not known to have
   // fired. Invariant: armed_at_ is no later than the wheel's next expiry.
   bool armed_ = false;

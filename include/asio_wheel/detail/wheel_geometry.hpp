@@ -54,7 +54,19 @@ struct wheel_geometry {
   static constexpr unsigned level_of(tick_type a, tick_type b) noexcept {
     // `| mask` maps a == b (and any difference in digit 0 alone) to level 0.
     const tick_type differ = (a ^ b) | (slots_per_level - 1);
-    return static_cast<unsigned>(63 - countl_zero(differ)) / slot_bits;
+    return level_of_bit(static_cast<unsigned>(63 - countl_zero(differ)));
+  }
+
+  // The level whose digit holds bit `bit` (0 to 63): bit / 6, as a multiply and a shift
+  // that hold for these bits only (checked below). GCC, not knowing the range, divides by 6
+  // for any 32-bit value (a multiply by 0xaaaaaaab, a shift, and a register to hold the
+  // constant): one instruction more on every insert (callgrind_ops arm).
+  static constexpr unsigned level_of_bit(unsigned bit) noexcept { return bit * 43u >> 8; }
+  static constexpr bool level_of_bit_exact() noexcept {
+    for (unsigned bit = 0; bit < 64; ++bit)
+      if (level_of_bit(bit) != bit / slot_bits)
+        return false;
+    return true;
   }
 
   // First tick of slot `index` of `level` in the revolution of that level that holds `now`.
@@ -70,6 +82,9 @@ struct wheel_geometry {
     return above | (tick_type{index} << shift);
   }
 };
+
+static_assert(wheel_geometry::slot_bits == 6 && wheel_geometry::level_of_bit_exact(),
+              "level_of_bit() divides by 6 for bits 0 to 63 only");
 
 } // namespace asio_wheel::detail
 
