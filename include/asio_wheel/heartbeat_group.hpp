@@ -50,13 +50,13 @@ struct heartbeat_group_statistics {
   /// Wake-ups of the group's one wheel wait (including early ones, at which the group only
   /// re-files the members of an upper slot of its own wheel).
   std::uint64_t wakeups = 0;
-  /// The most members moved within the group's wheel by one step of a run (a run takes its
-  /// members one step at a time): re-filed from an upper-level slot towards the slot they
-  /// are taken from, ahead of time (docs/design.md, "Staging"). At most 512 while the
-  /// group's wake-ups keep pace, so that no wake-up holds the loop for a whole slot of
-  /// members (at a million members, 9 to 14 ms before this bound); more only for a slot that came
-  /// due before it could be staged (a loop stalled for seconds, a clock stepped forward).
-  std::size_t largest_refile_step = 0;
+  /// The most members moved within the group's wheel by one wake-up: re-filed from an
+  /// upper-level slot towards the slot they are taken from, ahead of time (docs/design.md,
+  /// "Staging"). At most 512 while the wake-ups keep pace, so that none holds the loop for a
+  /// whole slot of members (at a million members, 9 to 14 ms before this bound); more only
+  /// for a slot that came due before it could be staged (a loop stalled for seconds, a clock
+  /// stepped forward), which is re-filed whole.
+  std::size_t largest_run_moves = 0;
 };
 
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
@@ -337,7 +337,7 @@ public:
    * get_statistics().
    */
   heartbeat_group_statistics statistics() const noexcept {
-    return {size(), pings_, drops_, refiles_, wakeups_, largest_refile_step_};
+    return {size(), pings_, drops_, refiles_, wakeups_, largest_run_moves_};
   }
 
   /// Starts watching @c m, or starts again if this group watches it already.
@@ -427,7 +427,8 @@ private:
              tick_type now_tick) noexcept;
   void defer(member& m, bool ping, const time_point& last, tick_type event_at) noexcept;
   // The next member due by `now`, and the tick it was due at (`taken_at`); nullptr if none.
-  member* take_due(const time_point& now, tick_type now_tick, tick_type& taken_at);
+  member* take_due(const time_point& now, tick_type now_tick, tick_type& taken_at,
+                   std::size_t& run_moves);
   bool look_due(double f, time_point& at) const noexcept;
   void deliver(const anchor& still);
 
@@ -468,7 +469,7 @@ private:
   std::uint64_t drops_ = 0;
   std::uint64_t refiles_ = 0;
   std::uint64_t wakeups_ = 0;
-  std::size_t largest_refile_step_ = 0;
+  std::size_t largest_run_moves_ = 0;
 };
 
 /// A heartbeat group on std::chrono::steady_clock.

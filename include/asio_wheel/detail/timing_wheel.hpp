@@ -198,8 +198,11 @@ public:
   }
 
   // At most `limit` entries moved (staged ahead, or re-filed) per advance() call (default:
-  // no limit).
-  void set_cascade_limit(std::size_t limit) noexcept { cascade_limit_ = limit == 0 ? 1 : limit; }
+  // no limit). 0 counts as 1, but with set_refile_whole(), where a call that is to stage
+  // nothing ahead still makes progress (a window that comes due is re-filed whole).
+  void set_cascade_limit(std::size_t limit) noexcept {
+    cascade_limit_ = limit == 0 && !refile_whole_ ? 1 : limit;
+  }
 
   // Whether a window that comes due before its staging is done is re-filed whole, whatever
   // the cascade limit, in the advance() that reaches it (default: no, a limit's worth per
@@ -207,10 +210,15 @@ public:
   // one entry per call and compares it with work of its own), while its staging ahead,
   // which pacing spreads over ticks, keeps the limit: with no limit at all, that staged a
   // whole upper slot in one step.
-  void set_refile_whole(bool whole) noexcept { refile_whole_ = whole; }
+  void set_refile_whole(bool whole) noexcept {
+    refile_whole_ = whole;
+    if (!whole && cascade_limit_ == 0)
+      cascade_limit_ = 1;
+  }
 
   // Entries moved (staged ahead, or re-filed for a window that came due) by the last
-  // advance(): at most the cascade limit, but for a window re-filed whole. For statistics
+  // advance(): at most the cascade limit it ran with, but for a window re-filed whole. For an
+  // owner that spreads one allowance over several calls (heartbeat_group's run), statistics
   // and tests.
   std::size_t last_moves() const noexcept { return moved_; }
 
@@ -562,9 +570,6 @@ public:
         fail("window digits are neither the window's nor none", "level", level, 0);
       }
     }
-    if (moved_ > cascade_limit_ && !refile_whole_)
-      detail::throw_exception(
-          std::logic_error("timing_wheel: more moves in an advance() than the cascade limit"));
     if (count != size_)
       detail::throw_exception(std::logic_error("timing_wheel: size " + std::to_string(size_) +
                                                " but " + std::to_string(count) + " nodes linked"));
@@ -993,12 +998,13 @@ private:
                                              std::to_string(index) + ")"));
   }
 
-  // Entries moved per advance() at most, but for a window re-filed whole.
+  // Entries moved per advance() at most, but for a window re-filed whole. Invariant: not 0
+  // unless refile_whole_.
   std::size_t cascade_limit_ = unlimited;
   // See set_refile_whole().
   bool refile_whole_ = false;
-  // Entries moved by the current (or last) advance(). Invariant: <= cascade_limit_ unless
-  // refile_whole_.
+  // Entries moved by the current (or last) advance(): not checked against cascade_limit_,
+  // which may have changed since.
   std::size_t moved_ = 0;
   // Current time. Invariant: every entry on a level is placed relative to it by the XOR
   // rule; every entry in stage S_j lies in W_j (derived from it), in the bucket of its

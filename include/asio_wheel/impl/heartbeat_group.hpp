@@ -331,7 +331,8 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::defer(member& m,
 template <typename Clock, typename WaitTraits, typename Executor>
 inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const time_point& now,
                                                                          tick_type now_tick,
-                                                                         tick_type& taken_at)
+                                                                         tick_type& taken_at,
+                                                                         std::size_t& run_moves)
     -> member* {
   const double f = scale_source_ != nullptr ? factor() : 1.0;
   time_point q_due{};
@@ -348,9 +349,16 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const t
   // take those first, since it never goes back.
   const bool head = q != queues::none || look;
   if (!head || driver_.scale().ceil(q_due) >= wheel.now()) {
+    // The staging ahead has one allowance for the whole run, not one per step: a step that
+    // takes a queue's head finds nothing due in the wheel and goes on to stage, and a run of
+    // such steps re-filed a whole slot in urgent staging. A window come due is re-filed
+    // whole whatever the allowance (set_refile_whole), so a step always takes what is due.
+    constexpr std::size_t allowance = detail::wheel_driver<Clock>::cascade_budget;
+    wheel.set_cascade_limit(run_moves < allowance ? allowance - run_moves : 0);
     wheel.advance(head ? (std::min)(now_tick, driver_.scale().ceil(q_due)) : now_tick, 1,
                   [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
-    largest_refile_step_ = (std::max)(largest_refile_step_, wheel.last_moves());
+    run_moves += wheel.last_moves();
+    largest_run_moves_ = (std::max)(largest_run_moves_, run_moves);
   }
   if (due != nullptr) {
     // The wheel's time is the entry's tick (or, for an entry filed late, past it).
@@ -397,9 +405,10 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::deliver(const an
   time_point now = clock_type::now();
   // A clock stepped back: members filed after now_tick are not due (see file()).
   tick_type now_tick = driver_.turn_at(now);
+  std::size_t run_moves = 0;
   for (std::size_t taken = 0; taken < members_per_run; ++taken) {
     tick_type taken_at = 0;
-    member* due = take_due(now, now_tick, taken_at);
+    member* due = take_due(now, now_tick, taken_at, run_moves);
     if (due == nullptr)
       return;
     member& m = *due;
