@@ -94,10 +94,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   opts.check_invariants_in_callbacks = in.bits(1) != 0;
   // Half the inputs run with a small cascade limit (1 to 8 moves per advance), so that the
   // staging of the levels' next slots spans calls and windows come due half staged.
-  // Half of those re-file a window that comes due whole (heartbeat_group's wheel).
+  // Half of those re-file a window that comes due whole (heartbeat_group's wheel), where a
+  // limit of 0 (a run's staging allowance spent) is allowed too.
   if (in.bits(1) != 0) {
-    opts.cascade_limit = 1 + static_cast<std::size_t>(in.bits(3));
     opts.refile_whole = in.bits(1) != 0;
+    opts.cascade_limit = static_cast<std::size_t>(in.bits(3)) + (opts.refile_whole ? 0 : 1);
   }
 
   try {

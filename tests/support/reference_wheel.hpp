@@ -286,8 +286,8 @@ public:
         wheel_(new detail::timing_wheel(start)), model_(node_count, start), reactions_(node_count) {
     for (std::size_t i = 0; i < node_count; ++i)
       nodes_[i].id = static_cast<node_id>(i);
-    wheel_->set_cascade_limit(opts.cascade_limit);
     wheel_->set_refile_whole(opts.refile_whole);
+    wheel_->set_cascade_limit(opts.cascade_limit);
     // A reaction may insert any node, so the number of expiries of one advance() is bounded
     // by the live entries plus the reactions allowed; this bound keeps a cycle of reactions
     // that re-arm at the current tick from running forever, identically on both sides.
