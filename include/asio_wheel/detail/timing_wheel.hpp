@@ -1024,8 +1024,9 @@ private:
   tick_type window_digits_[num_levels];
   // Number of linked entries.
   std::size_t size_ = 0;
-  // Set whenever a source may hold entries (an insert appended to one, time moved to other
-  // windows, a stage ran out of moves); cleared by stage() once every source is empty.
+  // Set whenever a source may hold entries (time moved to other windows, a stage ran out of
+  // moves, an insert into bucket 0 of a chained stage; an insert appended to a source finds
+  // it set already); cleared by stage() once every source is empty.
   // Invariant: false implies every source is empty.
   bool staging_pending_ = false;
   // The tick whose share of paced staging stage() has given (see "Pacing" in the design
