@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -491,6 +492,79 @@ TEST_CASE("heartbeat_group: ranges: one wake-up's steps share one staging allowa
   const asio_wheel::heartbeat_group_statistics s = group.statistics();
   CHECK(s.largest_run_moves <= 512);
   MESSAGE("largest_run_moves " << s.largest_run_moves << ", " << s.wakeups << " wake-ups");
+}
+
+// A loop stalled past the start of a level-1 slot of the group's wheel that was not yet
+// staged (it becomes a source only 64 ticks ahead, and the stall began before that): the
+// run that comes late must re-file the whole slot, 2,000 members, to take the first of
+// them, four times the run's staging allowance of 512 moves. Were it re-filed a limit's
+// worth per step (a wheel without set_refile_whole), a step would find nothing due in the
+// wheel: it would take the drop queue's head instead, members due after the whole slot,
+// and with no head due the run would end, leaving the slot's members to later wake-ups.
+// Every event due by the run's time comes in that one wake-up, in threshold order: the
+// slot's pings before the queue's drops.
+TEST_CASE("heartbeat_group: after a stall past an unstaged upper slot of its wheel, one "
+          "wake-up delivers every due event, in threshold order") {
+  using group_t = asio_wheel::basic_heartbeat_group<vclock>;
+  asio::io_context io;
+  asio_wheel::virtual_time vt(io);
+  // The factor at 1: the drop, a range, is due at its maximum, from the drop queue.
+  asio_wheel::timeout_scale::of(io).set(1.0);
+  // The group's wheel starts at the tick of its construction, B: made a multiple of 4,096
+  // here so that every deadline below lies in one level-2 slot, and the slot at stake is
+  // filed on level 1 (the ticks count from vclock's time_point::min(), 1 ms each).
+  const std::uint64_t n = 1'000'000;
+  const std::uint64_t off =
+      static_cast<std::uint64_t>(vclock::now().time_since_epoch().count()) -
+      static_cast<std::uint64_t>((vclock::time_point::min)().time_since_epoch().count());
+  const std::uint64_t B0 = off / n + (off % n != 0 ? 1 : 0);
+  vt.advance(std::chrono::milliseconds((4096 - B0 % 4096) % 4096));
+  const vclock::time_point start = vt.now();
+  constexpr std::size_t kSlot = 2'000, kQueue = 3;
+  std::vector<group_t::member> slot(kSlot), queued(kQueue);
+  struct seen {
+    bool in_slot, ping;
+    std::uint64_t wakeup;
+  };
+  std::vector<seen> got;
+  group_t group(io, group_t::options{1000ms, {1100ms, 1500ms}},
+                [&](group_t::member& m, group_t::event ev) {
+                  const bool in_slot = &m >= slot.data() && &m < slot.data() + kSlot;
+                  got.push_back({in_slot, ev == group_t::event::ping, group.statistics().wakeups});
+                });
+  // Pinged at 1,000 ms; filed for the drop's minimum, 1,100 ms, then in the drop queue,
+  // due at 1,500 ms (their looks at 2,100 ms).
+  for (auto& m : queued)
+    group.watch(m);
+  vt.advance(290ms);
+  // Pings due at tick B + 1,290: slot 20 of level 1, a source from B + 1,216.
+  for (auto& m : slot)
+    group.watch(m);
+  vt.advance(1150ms - 290ms);
+  REQUIRE(got.size() == kQueue);
+  got.clear();
+  // Stalled from 1,150 ms to 1,600 ms: the slot is due, unstaged, and so are the drops.
+  vclock::set(start + 1600ms);
+  vt.advance(0ms);
+  REQUIRE(got.size() == kSlot + kQueue);
+  std::size_t drops_before_pings = 0, drops = 0, other_wakeups = 0, wrong_events = 0;
+  for (const seen& e : got) {
+    wrong_events += e.ping != e.in_slot;
+    if (e.in_slot)
+      drops_before_pings += drops;
+    else
+      ++drops;
+    other_wakeups += e.wakeup != got.front().wakeup;
+  }
+  CHECK(wrong_events == 0);
+  // Summed over the slot's pings: 0 in threshold order (kQueue * kSlot when every drop
+  // came first).
+  CHECK(drops_before_pings == 0);
+  CHECK(other_wakeups == 0);
+  // The premise: the slot came due unstaged, and was re-filed whole by that wake-up.
+  CHECK(group.statistics().largest_run_moves >= kSlot);
+  MESSAGE("largest_run_moves " << group.statistics().largest_run_moves << ", "
+                               << group.statistics().wakeups << " wake-ups");
 }
 
 // A lowered factor makes members of the queues due before the instant the group's wheel
