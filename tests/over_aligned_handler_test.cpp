@@ -15,12 +15,17 @@
 // asio/detail/config.hpp is read (Asio 1.28's config.hpp includes <cstddef> itself, 1.22's
 // does not). This file configures Asio so, before any Asio header: that is the
 // configuration in which Asio keeps the promise, so the asio::steady_timer instance of each
-// case states it. The wheel's own storage of a handler does not depend on Asio's
-// configuration; a strand's queued copy of it is Asio's.
+// case states it. With libc++, Asio 1.22 looks for _LIBCPP_HAS_ALIGNED_ALLOC, which libc++
+// 19 no longer defines although it has std::aligned_alloc, so the file says so itself. The
+// wheel's own storage of a handler does not depend on Asio's configuration; a strand's
+// queued copy of it is Asio's.
 //
 
 #define ASIO_NO_DEPRECATED 1
 #include <cstddef>
+#if defined(_LIBCPP_VERSION) && !defined(_WIN32) && !defined(ASIO_HAS_STD_ALIGNED_ALLOC)
+#define ASIO_HAS_STD_ALIGNED_ALLOC 1
+#endif
 
 #include <asio_wheel/wheel_timer.hpp>
 

@@ -11,10 +11,10 @@
 # (e.g. on another distribution with the equivalents installed).
 
 # Everything scripts/test can use: the toolchain, Asio, doctest, Google Benchmark, clang
-# with its runtime libraries (libFuzzer) for the fuzz stage, and clang 19 with libc++ for the
-# clang19-libcxx stage. Boost is apart (asio_wheel_ensure_boost).
+# with its runtime libraries (libFuzzer) for the fuzz stage, and clang 19 with libc++ and its
+# sanitizer runtimes for the asan-ubsan stage. Boost is apart (asio_wheel_ensure_boost).
 ASIO_WHEEL_DEPS=(cmake ninja-build g++ libasio-dev doctest-dev libbenchmark-dev clang
-  libclang-rt-14-dev pkg-config clang-19 libc++-19-dev libc++abi-19-dev)
+  libclang-rt-14-dev pkg-config clang-19 libc++-19-dev libc++abi-19-dev libclang-rt-19-dev)
 
 # The Boost a Debian 12 user builds Boost.Asio programs with: Boost 1.81 (Boost.Asio 1.26,
 # with Beast). Debian's default Boost, libboost-dev, is 1.74 (libboost1.74-dev), which
