@@ -50,6 +50,15 @@
 //                             times (ABCCBA order), medians and steady/wheel, steady/group
 //                             ratios
 //   --smoke                   a few seconds: 1e5 connections, ping 2 s, drop 3 s, 4 s run
+//   --slice N                 a round's openings and reads run in handlers of at most N
+//                             (default 128), each posting the next, as a server's accepts and
+//                             reads are completions of their own between which the loop runs
+//                             its timers (Asio's epoll reactor takes at most 128 ready
+//                             descriptors a pass); 0: the whole round in one handler, which delays
+//                             every timer due meanwhile by the round's length (at 1e6, 5,000
+//                             reads and 2,500 openings a round: milliseconds), so that the
+//                             lateness measured is the traffic generator's as much as the
+//                             timer's
 //   --busy                    in the run, a handler that reposts itself keeps the loop from
 //                             sleeping (as a server's I/O does), so that the machine's late
 //                             wake-ups (measured, the line above the table) count for none
@@ -120,6 +129,7 @@ struct config : bench::report_options {
   double silent_fraction = 0.01;
   double quiet_s = 2;
   unsigned repeat = 1;
+  std::size_t slice = 128;
   bool busy = false;
   std::string child_out; // internal: a child writes its results here
 };
@@ -163,6 +173,11 @@ void parse_args(int argc, char** argv) {
       cfg.seconds = 4;
       cfg.ramp_s = 1;
       cfg.quiet_s = 1;
+    } else if (args.is("--slice")) {
+      const double v = args.number();
+      if (v < 0 || v != static_cast<double>(static_cast<std::size_t>(v)))
+        args.error("--slice must be a whole number >= 0 (0: a round in one handler)");
+      cfg.slice = static_cast<std::size_t>(v);
     } else if (args.is("--busy")) {
       cfg.busy = true;
     } else if (args.is("--child-out")) {
@@ -173,7 +188,7 @@ void parse_args(int argc, char** argv) {
                   "         [--seconds S] [--ramp S] [--round-ms MS] [--touch-fraction F] "
                   "[--silent-fraction F] [--quiet S]\n"
                   "         [--repeat K] [--seed S] [--json FILE] [--cdf FILE] [--no-progress] "
-                  "[--smoke] [--busy]\n");
+                  "[--smoke] [--slice N] [--busy]\n");
       std::exit(0);
     } else if (!cfg.take(args)) {
       args.unknown();
@@ -534,38 +549,60 @@ bench::metrics run_scenario() {
   asio::steady_timer pacer(ctx);
   const auto run_start = clock_type::now();
   std::uint32_t r = 0;
-  std::function<void(const asio::error_code&)> on_round = [&](const asio::error_code&) {
-    const auto now = clock_type::now();
-    if (r == rounds) {
-      ctx.stop();
-      return;
+  // A round's work, its openings then its reads, runs in slices of at most cfg.slice items
+  // (--slice), each slice a handler that posts the next, so that the loop runs its timers
+  // between two, as it would between two of a server's completions; the next round is
+  // waited for once the last slice is done, so that each round draws its reads from the
+  // same generator state whatever the timer. Set by on_round, for the round r.
+  std::size_t open_target = 0; // connections open once this round's openings are done
+  std::size_t reads_left = 0;  // this round's reads not yet done
+  std::function<void(const asio::error_code&)> on_round;
+  std::function<void()> work_slice = [&] {
+    std::size_t budget = cfg.slice != 0 ? cfg.slice : SIZE_MAX;
+    if (conns.size() < open_target) {
+      const std::size_t upto = open_target - conns.size() > budget ? conns.size() + budget
+                                                                     : open_target;
+      budget -= upto - conns.size();
+      open_time += open_up_to(upto, r);
     }
-    stats.round_lag_ns.push_back((now - (run_start + r * round)).count());
-    if (conns.size() < n) {
-      const auto target = static_cast<std::size_t>(static_cast<bench::uint128>(n) * (r + 1ULL) /
-                                                   std::max<std::uint32_t>(ramp_rounds, 1));
-      open_time += open_up_to(std::min(n, target), r);
-    }
-    const std::size_t open = conns.size();
-    const auto per_round =
-        static_cast<std::size_t>(std::llround(cfg.touch_fraction * static_cast<double>(open)));
-    for (std::size_t k = 0; k < per_round; ++k) {
-      connection& c = conns[traffic.below(open)];
+    for (; budget > 0 && reads_left > 0 && conns.size() == open_target; --budget, --reads_left) {
+      connection& c = conns[traffic.below(open_target)];
       if (c.silent_from <= r || c.state == closed)
         continue;
       Impl::touch(c);
       ++stats.touches;
+    }
+    if (conns.size() < open_target || reads_left > 0) {
+      asio::post(ctx, work_slice);
+      return;
     }
     ++r;
     progress.update(
         false,
         "[%s] run %5.1f / %.0f s  open %.2fM  reads %.2fM  aborted %.2fM  pings %" PRIu64
         "  drops %" PRIu64,
-        name, std::chrono::duration<double>(now - run_start).count(), cfg.seconds,
-        static_cast<double>(open) / 1e6, static_cast<double>(stats.touches) / 1e6,
+        name, std::chrono::duration<double>(clock_type::now() - run_start).count(), cfg.seconds,
+        static_cast<double>(open_target) / 1e6, static_cast<double>(stats.touches) / 1e6,
         static_cast<double>(stats.aborted) / 1e6, stats.pings, stats.drops);
     pacer.expires_at(run_start + r * round);
     pacer.async_wait(on_round);
+  };
+  on_round = [&](const asio::error_code&) {
+    const auto now = clock_type::now();
+    if (r == rounds) {
+      ctx.stop();
+      return;
+    }
+    stats.round_lag_ns.push_back((now - (run_start + r * round)).count());
+    open_target = conns.size();
+    if (conns.size() < n) {
+      const auto target = static_cast<std::size_t>(static_cast<bench::uint128>(n) * (r + 1ULL) /
+                                                   std::max<std::uint32_t>(ramp_rounds, 1));
+      open_target = std::max(open_target, std::min(n, target));
+    }
+    reads_left = static_cast<std::size_t>(
+        std::llround(cfg.touch_fraction * static_cast<double>(open_target)));
+    work_slice();
   };
   asio::post(ctx, [&] { on_round({}); });
   if (cfg.busy)
@@ -746,6 +783,13 @@ void print_scenario_table(const std::map<std::string, bench::metrics>& med, unsi
               cfg.busy ? "kept busy in the run (--busy): it never sleeps, and the CPU rows "
                          "count the spinning"
                        : "sleeps between events");
+  if (cfg.slice != 0)
+    std::printf("Each round's openings and reads run in handlers of %zu (--slice), the loop's "
+                "timers between two.\n\n",
+                cfg.slice);
+  else
+    std::printf("Each round's openings and reads run in one handler (--slice 0): timers due "
+                "meanwhile wait for it.\n\n");
   // Columns in this order; each asio-wheel way is compared with steady_timer.
   std::vector<std::string> impls, versus;
   for (const char* i : {"steady", "wheel", "group"}) {
@@ -803,9 +847,9 @@ void json_config(std::FILE* f) {
       "  \"config\": {\"connections\": %zu, \"idle_s\": %g, \"ping_s\": %g, \"seconds\": %g, "
       "\"ramp_s\": %g, "
       "\"round_ms\": %g, \"touch_fraction\": %g, \"silent_fraction\": %g, \"quiet_s\": %g, "
-      "\"repeat\": %u, \"seed\": %" PRIu64 ", \"reads_per_s\": %g, ",
+      "\"repeat\": %u, \"seed\": %" PRIu64 ", \"slice\": %zu, \"reads_per_s\": %g, ",
       cfg.connections, cfg.idle_s, cfg.ping_s, cfg.seconds, cfg.ramp_s, cfg.round_ms,
-      cfg.touch_fraction, cfg.silent_fraction, cfg.quiet_s, cfg.repeat, cfg.seed,
+      cfg.touch_fraction, cfg.silent_fraction, cfg.quiet_s, cfg.repeat, cfg.seed, cfg.slice,
       cfg.touch_fraction * static_cast<double>(cfg.connections) * 1000 / cfg.round_ms);
   bench::json_build(f);
   std::fprintf(f, "}");
@@ -885,6 +929,8 @@ child_result spawn_child(const std::string& impl) {
                                    bench::fmt("%.17g", cfg.silent_fraction),
                                    "--quiet",
                                    bench::fmt("%.17g", cfg.quiet_s),
+                                   "--slice",
+                                   std::to_string(cfg.slice),
                                    "--seed",
                                    std::to_string(cfg.seed),
                                    "--child-out",
