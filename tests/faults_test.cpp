@@ -1018,6 +1018,8 @@ TEST_CASE("wheel_timer: time_point::max() with the coarsest (60 s), an odd (7 ns
 // Tick configuration
 // =======================================================================================
 
+namespace {
+
 // A clock counting whole seconds: its extreme durations overflow in nanoseconds.
 struct seconds_clock {
   using duration = std::chrono::seconds;
@@ -1030,6 +1032,8 @@ struct seconds_clock {
         std::chrono::duration_cast<duration>(std::chrono::steady_clock::now().time_since_epoch()));
   }
 };
+
+} // namespace
 
 TEST_CASE("basic_wheel_timer of a clock in seconds: an extreme bad tick is reported as given "
           "(no overflow on the way to the message)") {
