@@ -562,8 +562,8 @@ bench::metrics run_scenario() {
   std::function<void()> work_slice = [&] {
     std::size_t budget = cfg.slice != 0 ? cfg.slice : SIZE_MAX;
     if (conns.size() < open_target) {
-      const std::size_t upto = open_target - conns.size() > budget ? conns.size() + budget
-                                                                     : open_target;
+      const std::size_t upto =
+          open_target - conns.size() > budget ? conns.size() + budget : open_target;
       budget -= upto - conns.size();
       open_time += open_up_to(upto, r);
     }
