@@ -575,7 +575,7 @@ bench::metrics run_scenario() {
       ++stats.touches;
     }
     if (conns.size() < open_target || reads_left > 0) {
-      asio::post(ctx, work_slice);
+      asio::post(ctx, [&work_slice] { work_slice(); }); // not a copy of the std::function
       return;
     }
     ++r;
