@@ -29,6 +29,7 @@
 
 #include "asio_test_support.hpp"
 #include "destroyable_waits.hpp"
+#include "test_rounds.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -49,6 +50,11 @@ constexpr int kRounds = 40;
 #else
 constexpr int kRounds = 200;
 #endif
+// kRounds, or fewer where the platform makes each round dear (support/test_rounds.hpp).
+int rounds() {
+  static const int n = test_rounds(kRounds);
+  return n;
+}
 constexpr int kObjects = 24;
 constexpr int kThreads = 3;
 
@@ -142,7 +148,7 @@ TEST_CASE_TEMPLATE("destroyed from any thread running the context, at any point 
   std::mt19937 rng(34);
   for (const where w : {where::anywhere, where::on_strand, where::off_strand}) {
     CAPTURE(static_cast<int>(w));
-    for (int i = 0; i < kRounds; ++i)
+    for (int i = 0; i < rounds(); ++i)
       round<Kind>(rng, w, nothing);
   }
 }
@@ -153,7 +159,7 @@ TEST_CASE_TEMPLATE("with ranges: destroyed while another thread calls timeout_sc
   std::mt19937 rng(3434);
   for (const where w : {where::anywhere, where::on_strand}) {
     CAPTURE(static_cast<int>(w));
-    for (int i = 0; i < kRounds; ++i) {
+    for (int i = 0; i < rounds(); ++i) {
       round<Kind>(rng, w, swing);
     }
   }
@@ -165,7 +171,7 @@ TEST_CASE("heartbeat_group on a strand, members destroyed on it from the context
   std::mt19937 rng(343434);
   for (const bool ranges : {false, true}) {
     CAPTURE(ranges);
-    for (int round = 0; round < kRounds; ++round) {
+    for (int round = 0; round < rounds(); ++round) {
       asio::io_context ioc;
       auto work = asio::make_work_guard(ioc);
       auto strand = asio::make_strand(ioc);
