@@ -317,8 +317,8 @@ TEST_CASE_TEMPLATE("a handler's executor throws from execute(): run() throws it 
     auto timers = same_expiry<Timer>(ioc, n, sclock::now() + 20ms);
     for (int i = 0; i < n; ++i) {
       res[i].expiry = timers[i]->expiry();
-      timers[i]->async_wait(asio::bind_executor(throwing_executor{&ioc, &calls, 1},
-                                                recorder(res[i], handlers, seq)));
+      timers[i]->async_wait(
+          asio::bind_executor(throwing_executor{&ioc, &calls, 1}, recorder(res[i], handlers, seq)));
     }
     for (int attempt = 0; attempt < 2 * n; ++attempt) {
       try {
@@ -334,8 +334,8 @@ TEST_CASE_TEMPLATE("a handler's executor throws from execute(): run() throws it 
   }
   CHECK(throws == 1);
   CHECK(what == "execute() #1");
-  // The first of the batch's handlers met the throw: Asio's batch runs in expiry order, and
-  // so does the wheel's.
+  // The first wait started met the throw: both complete one expiry's waits in the order they
+  // were started.
   if constexpr (std::is_same_v<Timer, asio::steady_timer>) {
     CHECK(calls == n);
     CHECK(res[0].calls == 0);

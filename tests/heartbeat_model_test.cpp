@@ -101,10 +101,10 @@ dur first_due(const range& r, dur last, dur from, const std::vector<factor_chang
   return kNever;
 }
 
-// The reference model: the events of one connection, up to its drop. A touch at the instant
-// an event comes due comes first and no event is, by the model's rule; `ties` (if given)
-// receives those instants, which the generator keeps touches away from: at an instant,
-// virtual_time::advance() runs what is due before play() touches.
+// The reference model: the events of one connection, up to its drop. By the model's rule a
+// touch at the instant an event comes due comes first, and the event does not happen; `ties`
+// (if given) receives those instants, which the generator keeps touches away from: at an
+// instant, virtual_time::advance() runs what is due before play() touches.
 std::vector<event> model(const config& c, const schedule& s, std::vector<dur>* ties = nullptr) {
   std::vector<event> out;
   dur last = dur::zero(), t = dur::zero();

@@ -17,7 +17,7 @@ namespace asio_wheel::test {
 
 // How many of its random rounds a test runs: all `n`, or n / k (at least 1) when
 // ASIO_WHEEL_TEST_ROUNDS_DIVISOR=k. For a platform where what each round does apart from the
-// logic under test costs a hundred times what it costs on Linux: under Wine every io_context
+// logic under test costs about a thousand times what it costs on Linux: under Wine every io_context
 // is a completion port and a timer thread of the wineserver's, and every poll() a call into it
 // (tests/CMakeLists.txt sets it there, and the stage lists it). Every Linux stage runs every
 // round. A divisor takes rounds of each configuration, never a configuration or a test case.
