@@ -25,7 +25,6 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
-#include <string>
 
 namespace asio_wheel::detail {
 
@@ -38,8 +37,12 @@ struct duration_text {
   long long den;
 };
 
-// `d` in nanoseconds where they hold it, else in its clock's own units.
-ASIO_WHEEL_DECL std::string describe_duration(const duration_text& d);
+// Room for describe_duration()'s longest text, "<count> x <num>/<den> s" with 20-character
+// figures, and its terminator.
+inline constexpr std::size_t duration_text_size = 72;
+
+// `d` in nanoseconds where they hold it, else in its clock's own units, into `out`.
+ASIO_WHEEL_DECL void describe_duration(char (&out)[duration_text_size], const duration_text& d);
 // Throw std::invalid_argument: the tick `tick` is not positive or longer than 60 s.
 [[noreturn, gnu::cold]] ASIO_WHEEL_DECL void throw_invalid_tick(const duration_text& tick);
 // Throw std::logic_error: the tick, `current`, can no longer change.
