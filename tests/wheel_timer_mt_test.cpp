@@ -33,6 +33,7 @@
 
 #include "asio_test_support.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>

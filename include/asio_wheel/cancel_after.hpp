@@ -63,6 +63,7 @@
 #include <asio_wheel/detail/block_cache.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 
+#include <asio_wheel/detail/asio_deferred.hpp>
 #include <asio_wheel/detail/asio_forward.hpp>
 
 #include <atomic>

@@ -52,6 +52,7 @@ separate_compilation_config_must_match_src_hpp<ASIO_WHEEL_SEPARATE_COMPILATION_C
 ASIO_WHEEL_SEPARATE_CLOCK_CLASSES(template, std::chrono::steady_clock);
 ASIO_WHEEL_SEPARATE_CLOCK_CLASSES(template, std::chrono::system_clock);
 ASIO_WHEEL_SEPARATE_HOME_FINDS(template);
+ASIO_WHEEL_SEPARATE_DISPATCHES(template);
 
 } // namespace asio_wheel::detail
 

@@ -9,13 +9,12 @@
 #ifndef ASIO_WHEEL_WHEEL_STATISTICS_HPP
 #define ASIO_WHEEL_WHEEL_STATISTICS_HPP
 
-#include <algorithm>
 #include <array>
 #include <asio_wheel/detail/bit_ops.hpp>
+#include <asio_wheel/detail/min_max.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <optional>
 
 namespace asio_wheel {
@@ -198,7 +197,8 @@ struct wheel_counters {
     s.batches = batches;
     s.largest_batch = largest_batch;
     s.budget_turns = budget_turns;
-    std::copy(std::begin(lateness), std::end(lateness), s.lateness.begin());
+    for (std::size_t k = 0; k < wheel_statistics::lateness_buckets; ++k)
+      s.lateness[k] = lateness[k];
     s.lateness_sum = lateness_sum;
   }
 };
@@ -219,7 +219,7 @@ inline void accumulate(wheel_statistics& total, const wheel_statistics& part) no
   total.empty_turns += part.empty_turns;
   total.lazy_refiles += part.lazy_refiles;
   total.batches += part.batches;
-  total.largest_batch = (std::max)(total.largest_batch, part.largest_batch);
+  total.largest_batch = detail::max_of(total.largest_batch, part.largest_batch);
   total.budget_turns += part.budget_turns;
   for (std::size_t k = 0; k < wheel_statistics::lateness_buckets; ++k)
     total.lateness[k] += part.lateness[k];

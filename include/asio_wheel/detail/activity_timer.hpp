@@ -10,6 +10,7 @@
 #define ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
 
 #include <asio_wheel/detail/activity_stamp.hpp>
+#include <asio_wheel/detail/min_max.hpp>
 #include <asio_wheel/detail/rearming_handler.hpp>
 #include <asio_wheel/detail/saturating_time.hpp>
 #include <asio_wheel/detail/scaled_queue.hpp>
@@ -20,7 +21,6 @@
 #include <asio_wheel/detail/asio_forward.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <mutex>
@@ -248,18 +248,18 @@ protected:
                 const time_point& until = (time_point::max)()) {
     const time_point min_at = saturating_add(last, r.min);
     if (queues_ == nullptr || r.is_fixed()) {
-      wait_until((std::min)(min_at, until), std::move(h));
+      wait_until(detail::min_of(min_at, until), std::move(h));
       return;
     }
     if (!now)
       now = Clock::now();
     const time_point due = saturating_add(last, r.at(factor()));
     if (*now < min_at || *now >= due) {
-      wait_until((std::min)(*now < min_at ? min_at : due, until), std::move(h));
+      wait_until(detail::min_of(*now < min_at ? min_at : due, until), std::move(h));
       return;
     }
     queues_->park(*this, r, min_at, timer_.get_executor(), [&] {
-      wait_until((std::min)(saturating_add(last, r.max), until), std::move(h));
+      wait_until(detail::min_of(saturating_add(last, r.max), until), std::move(h));
     });
   }
 

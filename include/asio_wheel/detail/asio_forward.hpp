@@ -14,7 +14,9 @@
 // the chosen Asio's namespace, and error_code / system_error are its error types (Boost.Asio
 // has no boost::asio::error_code: it uses boost::system's). Library code therefore writes
 // asio::... for Asio's names and error_code for the error type, and never includes an Asio
-// header itself.
+// header itself. Two that few headers need are apart, so that a translation unit that
+// includes a timer does not parse them: asio_deferred.hpp (cancel_after.hpp) and
+// asio_strand.hpp (the probing of an any_io_executor, detail/impl/handler_executor.ipp).
 
 #include <asio_wheel/detail/config.hpp>
 
@@ -28,11 +30,6 @@
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
-#if ASIO_WHEEL_ASIO_HAS_DEFERRED
-#include <boost/asio/deferred.hpp>
-#else
-#include <boost/asio/experimental/deferred.hpp>
-#endif
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution.hpp>
@@ -43,7 +40,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/system_context.hpp>
 #include <boost/asio/system_executor.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -60,11 +56,6 @@
 #include <asio/basic_waitable_timer.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_type.hpp>
-#if ASIO_WHEEL_ASIO_HAS_DEFERRED
-#include <asio/deferred.hpp>
-#else
-#include <asio/experimental/deferred.hpp>
-#endif
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
 #include <asio/error_code.hpp>
@@ -76,7 +67,6 @@
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
 #include <asio/query.hpp>
-#include <asio/strand.hpp>
 #include <asio/system_context.hpp>
 #include <asio/system_error.hpp>
 #include <asio/system_executor.hpp>
@@ -126,15 +116,6 @@ namespace detail {
 template <typename Executor>
 using get_executor_result_t =
     std::conditional_t<ASIO_WHEEL_ASIO_GET_EXECUTOR_BY_REF, const Executor&, Executor>;
-
-// deferred's token type: asio::deferred_t from Asio 1.24, asio::experimental's before (see
-// config.hpp). The completion token an adapter used alone stands for where the operation's
-// executor names no default (cancel_after.hpp).
-#if ASIO_WHEEL_ASIO_HAS_DEFERRED
-using deferred_t = asio::deferred_t;
-#else
-using deferred_t = asio::experimental::deferred_t;
-#endif
 
 // The target of a type-erased executor if it is a T, else nullptr. From Asio 1.26 on
 // any_executor::target<T>() checks the type itself, without RTTI; before, it casts without

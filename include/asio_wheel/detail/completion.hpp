@@ -17,6 +17,7 @@
 
 #include <asio_wheel/detail/block_reserve.hpp>
 #include <asio_wheel/detail/handler_executor.hpp>
+#include <asio_wheel/detail/min_max.hpp>
 #include <asio_wheel/detail/prefetch.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
@@ -24,10 +25,10 @@
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace asio_wheel::detail {
@@ -162,8 +163,12 @@ public:
   wait_op* take(std::uint64_t& count, batch_hints& hints) noexcept {
     const std::size_t room = batch_hints::capacity - hints.size;
     const std::size_t n =
-        hinted_ ? static_cast<std::size_t>(std::min<std::uint64_t>(count_, room)) : 0;
-    std::copy(hints_, hints_ + n, hints.ops + hints.size);
+        hinted_ ? static_cast<std::size_t>(min_of<std::uint64_t>(count_, room)) : 0;
+    // As std::copy of pointers does (without <algorithm>: detail/min_max.hpp).
+    if (n > 1)
+      std::memmove(hints.ops + hints.size, hints_, n * sizeof(wait_op*));
+    else if (n == 1)
+      hints.ops[hints.size] = hints_[0];
     hints.size += n;
     return take(count);
   }

@@ -53,7 +53,6 @@
 
 #include <asio_wheel/detail/asio_forward.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>

@@ -13,7 +13,9 @@
 // system_clock (the clocks of wheel_timer and system_wheel_timer) are declared extern
 // templates here and instantiated once, in the translation unit of <asio_wheel/src.hpp>; and
 // every translation unit checks, at link time, that it was compiled with the configuration
-// that src.hpp's was. Other clocks (virtual_clock, a user's) stay header-only.
+// that src.hpp's was. Other clocks (virtual_clock, a user's) stay header-only. So does the
+// dispatch of a completion to a handler's own executor, except for the default executors
+// and allocator (ASIO_WHEEL_SEPARATE_DISPATCHES).
 //
 // Why the link-time check: the configuration macros change the clock classes' layout
 // (ASIO_WHEEL_MAX_SHARDS sizes wheel_service's array of shards) or code (ASIO_WHEEL_SHARDS,
@@ -35,6 +37,7 @@
 #include <asio_wheel/detail/thread_shard.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timer_queue.hpp>
+#include <asio_wheel/detail/wait_op.hpp>
 #include <asio_wheel/detail/wheel_driver.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/detail/wheel_shard.hpp>
@@ -42,6 +45,7 @@
 #include <asio_wheel/detail/asio_forward.hpp>
 
 #include <chrono>
+#include <memory>
 
 namespace asio_wheel::detail {
 
@@ -134,9 +138,23 @@ bool separate_compilation_config_must_match_src_hpp() noexcept;
       const asio::io_context::basic_executor_type<std::allocator<void>, 4>&,                       \
       const asio::io_context::basic_executor_type<std::allocator<void>, 4>&)
 
+// The dispatch of a completed wait to a handler's executor that is not the wheel's home,
+// for the executors every program's first wait brings (the timer's any_io_executor, and
+// io_context's executor that io_executor_holder unwraps) with the default allocator: it
+// instantiates Asio's dispatch for queued_completion (its operation, type-erased function
+// and any_executor's execute), which cost the one-timer translation unit a fifth of the code
+// it optimized at -O2 beyond steady_timer's (issue 37, docs/build_cost.md). Out of line
+// already (noinline), so only where it is compiled changes.
+#define ASIO_WHEEL_SEPARATE_DISPATCHES(prefix)                                                     \
+  prefix void dispatch_queued(wait_op*, tracked_executor<asio::any_io_executor>&,                  \
+                              const std::allocator<void>&);                                        \
+  prefix void dispatch_queued(wait_op*, tracked_executor<asio::io_context::executor_type>&,        \
+                              const std::allocator<void>&)
+
 ASIO_WHEEL_SEPARATE_CLOCK_CLASSES(extern template, std::chrono::steady_clock);
 ASIO_WHEEL_SEPARATE_CLOCK_CLASSES(extern template, std::chrono::system_clock);
 ASIO_WHEEL_SEPARATE_HOME_FINDS(extern template);
+ASIO_WHEEL_SEPARATE_DISPATCHES(extern template);
 
 } // namespace asio_wheel::detail
 

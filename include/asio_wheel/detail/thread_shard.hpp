@@ -9,7 +9,8 @@
 #ifndef ASIO_WHEEL_DETAIL_THREAD_SHARD_HPP
 #define ASIO_WHEEL_DETAIL_THREAD_SHARD_HPP
 
-#include <algorithm>
+#include <asio_wheel/detail/min_max.hpp>
+
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -48,7 +49,7 @@ inline unsigned shard_count() noexcept {
   return ASIO_WHEEL_SHARDS;
 #else
   static const unsigned count = [] {
-    const unsigned threads = (std::max)(1u, std::thread::hardware_concurrency());
+    const unsigned threads = detail::max_of(1u, std::thread::hardware_concurrency());
     unsigned n = 1;
     while (n < threads && n < max_shards)
       n *= 2;

@@ -102,10 +102,10 @@
 //
 // Thread safety: none. The owner serialises every call.
 
+#include <asio_wheel/detail/min_max.hpp>
 #include <asio_wheel/detail/wheel_geometry.hpp>
 #include <asio_wheel/detail/wheel_node.hpp>
 
-#include <algorithm>
 #include <asio_wheel/detail/bit_ops.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 #include <cassert>
@@ -254,7 +254,7 @@ public:
       best = window_start(1) + static_cast<tick_type>(countr_zero(bits));
     for (unsigned j = 2; j < num_levels; ++j) {
       if (bits_[stage_bank_[j]] != 0) {
-        best = (std::min)(best, window_start(j));
+        best = detail::min_of(best, window_start(j));
         break;
       }
     }
@@ -266,7 +266,7 @@ public:
       const auto index = static_cast<unsigned>(countr_zero(bits));
       if (index == wheel_geometry::digit_of(elapsed_, level) + 1)
         return elapsed_; // a source with entries (not expected without staging_pending_)
-      best = (std::min)(best, wheel_geometry::slot_start(elapsed_, level, index - 1));
+      best = detail::min_of(best, wheel_geometry::slot_start(elapsed_, level, index - 1));
     }
     // Bucket 0 of a stage becomes the next stage's source when the stages chain.
     for (unsigned j = 2; j < num_levels; ++j) {
@@ -274,7 +274,7 @@ public:
         continue;
       if (chained(j - 1))
         return elapsed_;
-      best = (std::min)(best, window_start(j) - (tick_type{1} << ((j - 1) * slot_bits)));
+      best = detail::min_of(best, window_start(j) - (tick_type{1} << ((j - 1) * slot_bits)));
     }
     return best;
   }

@@ -16,10 +16,10 @@
 
 #include <asio_wheel/detail/config.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
+#include <asio_wheel/detail/min_max.hpp>
 #include <asio_wheel/detail/tick_scale.hpp>
 #include <asio_wheel/detail/timing_wheel.hpp>
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <limits>
@@ -57,8 +57,8 @@ public:
   // The tick of a context's wheel unless set_tick() says otherwise, and of every
   // heartbeat_group's wheel.
   static duration default_tick() noexcept {
-    return (std::max)(duration{1},
-                      std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
+    return detail::max_of(duration{1},
+                          std::chrono::duration_cast<duration>(std::chrono::milliseconds(1)));
   }
 
   // Expiries handled, and entries moved (staged ahead, see timing_wheel), per turn before

@@ -25,6 +25,7 @@
 #include <asio_wheel/detail/drain_sweep.hpp>
 #include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/handler_executor.hpp>
+#include <asio_wheel/detail/min_max.hpp>
 #include <asio_wheel/detail/op_cancellation.hpp>
 #include <asio_wheel/detail/own_memory.hpp>
 #include <asio_wheel/detail/service_alarm.hpp>
@@ -37,7 +38,6 @@
 #include <asio_wheel/detail/asio_forward.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
@@ -328,7 +328,7 @@ private:
     if (!alarm_.started())
       first.start(*this);
     if (past) {
-      deadline = (std::max)(deadline, queue_.driver().wheel().now());
+      deadline = detail::max_of(deadline, queue_.driver().wheel().now());
       expire_soon(deadline);
       ++queue_.counters().expired_at_start;
     } else if (!joins) {
@@ -402,7 +402,7 @@ private:
     if constexpr (is_virtual_clock<Clock>::value)
       post_continuation(tick);
     else
-      arm_if_earlier((std::max)(tick, queue_.driver().scale().floor(Clock::now())));
+      arm_if_earlier(detail::max_of(tick, queue_.driver().scale().floor(Clock::now())));
   }
 
   [[gnu::noinline]] bool arm_alarm(tick_type tick) {

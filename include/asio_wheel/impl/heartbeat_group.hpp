@@ -15,9 +15,9 @@
 // that the compiler weighs them for inlining as before.
 
 #include <asio_wheel/detail/exceptions.hpp>
+#include <asio_wheel/detail/min_max.hpp>
 #include <asio_wheel/heartbeat_group.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -279,17 +279,17 @@ inline void basic_heartbeat_group<Clock, WaitTraits, Executor>::place(member& m,
   const time_point look_at =
       looks ? detail::saturating_add(now, options_.ping_after.min) : (time_point::max)();
   const auto in_wheel = [&](const time_point& at) {
-    driver_.wheel().insert(m, (std::max)(driver_.scale().ceil(at), now_tick + 1));
+    driver_.wheel().insert(m, detail::max_of(driver_.scale().ceil(at), now_tick + 1));
   };
   if (r.is_fixed() || now < min_at) {
-    in_wheel((std::min)(min_at, look_at));
+    in_wheel(detail::min_of(min_at, look_at));
     return;
   }
   ASIO_WHEEL_TRY {
     queues_.push(q, m, min_at);
   }
   ASIO_WHEEL_CATCH_ALL {
-    in_wheel((std::min)(detail::saturating_add(last, r.max), look_at));
+    in_wheel(detail::min_of(detail::saturating_add(last, r.max), look_at));
     return;
   }
   if (looks) {
@@ -355,14 +355,14 @@ inline auto basic_heartbeat_group<Clock, WaitTraits, Executor>::take_due(const t
     // whole whatever the allowance (set_refile_whole), so a step always takes what is due.
     constexpr std::size_t allowance = detail::wheel_driver<Clock>::cascade_budget;
     wheel.set_cascade_limit(run_moves < allowance ? allowance - run_moves : 0);
-    wheel.advance(head ? (std::min)(now_tick, driver_.scale().ceil(q_due)) : now_tick, 1,
+    wheel.advance(head ? detail::min_of(now_tick, driver_.scale().ceil(q_due)) : now_tick, 1,
                   [&due](detail::wheel_node& node) { due = &static_cast<member&>(node); });
     run_moves += wheel.last_moves();
-    largest_run_moves_ = (std::max)(largest_run_moves_, run_moves);
+    largest_run_moves_ = detail::max_of(largest_run_moves_, run_moves);
   }
   if (due != nullptr) {
     // The wheel's time is the entry's tick (or, for an entry filed late, past it).
-    taken_at = (std::max)(due->deadline(), wheel.now());
+    taken_at = detail::max_of(due->deadline(), wheel.now());
   } else if (look) {
     // Its look: the member leaves the drop's queue, to be judged.
     taken_at = driver_.scale().ceil(q_due);

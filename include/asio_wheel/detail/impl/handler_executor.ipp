@@ -14,6 +14,8 @@
 
 #include <asio_wheel/detail/handler_executor.hpp>
 
+#include <asio_wheel/detail/asio_strand.hpp>
+
 namespace asio_wheel::detail {
 
 ASIO_WHEEL_DECL void service_home::adopt(const context_kind& kind) {

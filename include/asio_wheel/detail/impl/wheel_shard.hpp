@@ -127,8 +127,8 @@ void wheel_shard<Clock, WaitTraits>::expire(std::unique_lock<futex_mutex>& lock,
   // `until` no earlier than the wheel's time: a turn since (the alarm's) may have moved the
   // wheel past it, and a take "by" a tick the wheel has passed would hand back waits filed at
   // its time, due after `until`, to be re-filed into the slot it takes from, a budget's worth.
-  const tick_type now = (std::min)(queue_.driver().turn_at(Clock::now()),
-                                   (std::max)(until, queue_.driver().wheel().now()));
+  const tick_type now = detail::min_of(queue_.driver().turn_at(Clock::now()),
+                                       detail::max_of(until, queue_.driver().wheel().now()));
   expiry_batch batch(now, queue_.counters());
   bool short_of_memory = false;
   // Before the take, which lets the timers it empties leave the wheel (idle): one seen idle

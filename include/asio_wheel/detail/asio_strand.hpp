@@ -1,0 +1,26 @@
+//
+// detail/asio_strand.hpp
+// ~~~~~~~~~~~~~~~~~~~~~~
+//
+// Distributed under the Boost Software License, Version 1.0. (See accompanying
+// file LICENSE or copy at http://www.boost.org/LICENSE_1_0.txt)
+//
+
+#ifndef ASIO_WHEEL_DETAIL_ASIO_STRAND_HPP
+#define ASIO_WHEEL_DETAIL_ASIO_STRAND_HPP
+
+// Asio's strand, of the flavour chosen in detail/config.hpp, apart from asio_forward.hpp:
+// only the probing of an any_io_executor (detail/impl/handler_executor.ipp) names it, so
+// that with ASIO_WHEEL_SEPARATE_COMPILATION a translation unit that includes a timer does
+// not parse it, nor the legacy io_context::strand it brings (issue 37,
+// docs/build_cost.md).
+
+#include <asio_wheel/detail/asio_forward.hpp>
+
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#include <boost/asio/strand.hpp>
+#else
+#include <asio/strand.hpp>
+#endif
+
+#endif // ASIO_WHEEL_DETAIL_ASIO_STRAND_HPP
