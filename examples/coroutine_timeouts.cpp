@@ -201,8 +201,10 @@ awaitable<void> client(tcp::endpoint server, config cfg, outcomes& out) {
 
   // 2. Not answered in time: the timer wins, the exchange is cancelled.
   {
-    asio_wheel::wheel_timer deadline(ex, cfg.slow_deadline);
+    // t0 first: read after the deadline's expiry is computed, a preemption in between would
+    // make a timer that fired on time look early.
     const auto t0 = clock_type::now();
+    asio_wheel::wheel_timer deadline(ex, cfg.slow_deadline);
     auto r = co_await (exchange(sock, "slow request\n", buf) || deadline.async_wait(use_awaitable));
     const auto took = clock_type::now() - t0;
     if (r.index() == 1) {

@@ -219,8 +219,10 @@ struct race_result {
 template <typename T>
 asio::awaitable<race_result<T>> race_timer(asio::awaitable<T> op, sclock::duration timeout) {
   using namespace asio::experimental::awaitable_operators;
-  asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, timeout);
+  // Read before the timer computes its expiry: read after, a preemption in between would make
+  // a timely timer look early.
   const auto t0 = sclock::now();
+  asio_wheel::wheel_timer timer(co_await asio::this_coro::executor, timeout);
   auto winner = co_await (std::move(op) || timer.async_wait(asio::use_awaitable));
   co_return race_result<T>{std::move(winner), sclock::now() - t0};
 }
