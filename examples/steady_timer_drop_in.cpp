@@ -51,7 +51,9 @@ class ticker {
 public:
   ticker(asio::io_context& ctx, clock_type::duration period, clock_type::time_point start)
       : timer_(ctx), period_(period), start_(start) {
-    timer_.expires_after(period_);
+    // From `start`, as the deadline below: however long the process is held up before this
+    // line, the first tick is due before the deadline.
+    timer_.expires_at(start_ + period_);
     arm();
   }
 
@@ -110,8 +112,8 @@ int main(int argc, char* argv[]) {
 
   // 1. The ticker, and the deadline that stops it.
   ticker tick(ctx, period, start);
-  // From `start`, not from now: no later than the ticker's ticks count from, however long the
-  // process is held up in between, so that at most run_for / period + 1 ticks come.
+  // From `start`, as the ticker's ticks: at least one tick and at most run_for / period + 1
+  // come, however long the process is held up in between.
   timer deadline(ctx, start + run_for);
   bool deadline_fired = false;
   deadline.async_wait([&](const asio::error_code& ec) {

@@ -54,10 +54,11 @@ constexpr auto kPrompt = 5s; // generous: TSan slows everything down
 constexpr auto kMtWatchdog = 20s;
 
 // A thread that touches every object of a set `rounds` times, `period` apart, recording the
-// time before each round and the longest interval between rounds. `origin` is a clock reading
-// taken before the objects were made or watched (their first mark): the first round's interval
-// counts from it, since a thread that starts late leaves the objects untouched past their
-// timeout, and they rightly complete before its first round.
+// time before each round and the longest an object went untouched (from a round's start to the
+// next round's end). `origin` is a clock reading taken before the objects were made or watched
+// (their first mark): the first round's interval counts from it, since a thread that starts
+// late leaves the objects untouched past their timeout, and they rightly complete before its
+// first round.
 template <class T>
 class toucher {
 public:
@@ -66,13 +67,15 @@ public:
       : last_start_(origin), thread_([this, &objects, period, rounds] {
           auto next = sclock::now();
           for (int r = 0; r < rounds; ++r) {
-            const auto t = sclock::now();
-            max_gap_ = std::max(max_gap_, t - last_start_);
-            last_start_ = t;
+            const auto previous = last_start_;
+            last_start_ = sclock::now();
             for (auto& o : objects) {
               o->touch();
               (void)o->last_activity(); // a concurrent reader, too
             }
+            // At the round's end: the last object touched waited that long since its previous
+            // touch (a stall within the last round has no next round to show it).
+            max_gap_ = std::max(max_gap_, sclock::now() - previous);
             ++touches_;
             next += period;
             std::this_thread::sleep_until(next);
