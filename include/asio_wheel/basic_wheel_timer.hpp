@@ -9,6 +9,7 @@
 #ifndef ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
 #define ASIO_WHEEL_BASIC_WHEEL_TIMER_HPP
 
+#include <asio_wheel/detail/config.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
 #include <asio_wheel/detail/wheel_timer_impl.hpp>
 
@@ -279,6 +280,100 @@ public:
   std::size_t expires_after(const duration& expiry_time) {
     return impl_.expires_after(expiry_time);
   }
+
+#if ASIO_WHEEL_ASIO_HAS_DEPRECATED_TIMER_MEMBERS
+  /// (Deprecated: Use non-error_code overload.) Cancel any asynchronous operations that are
+  /// waiting on the timer.
+  /**
+   * As cancel(), which does not fail: @p ec is cleared. Present where
+   * asio::basic_waitable_timer has it: Asio before 1.33, without ASIO_NO_DEPRECATED.
+   *
+   * @param ec Set to indicate what error occurred, if any.
+   *
+   * @return The number of asynchronous operations that were cancelled.
+   */
+  std::size_t cancel(error_code& ec) {
+    ec = error_code();
+    return cancel();
+  }
+
+  /// (Deprecated: Use non-error_code overload.) Cancels one asynchronous operation that is
+  /// waiting on the timer.
+  /**
+   * As cancel_one(), which does not fail: @p ec is cleared.
+   *
+   * @param ec Set to indicate what error occurred, if any.
+   *
+   * @return The number of asynchronous operations that were cancelled: zero or one.
+   */
+  std::size_t cancel_one(error_code& ec) {
+    ec = error_code();
+    return cancel_one();
+  }
+
+  /// (Deprecated: Use expiry().) Get the timer's expiry time as an absolute time.
+  time_point expires_at() const {
+    return expiry();
+  }
+
+  /// (Deprecated: Use non-error_code overload.) Set the timer's expiry time as an absolute
+  /// time.
+  /**
+   * As expires_at(const time_point&), which does not fail: @p ec is cleared.
+   *
+   * @param expiry_time The expiry time to be used for the timer.
+   *
+   * @param ec Set to indicate what error occurred, if any.
+   *
+   * @return The number of asynchronous operations that were cancelled.
+   */
+  std::size_t expires_at(const time_point& expiry_time, error_code& ec) {
+    ec = error_code();
+    return expires_at(expiry_time);
+  }
+
+  /// (Deprecated: Use expiry().) Get the timer's expiry time relative to now.
+  /**
+   * expiry() minus the clock's reading, saturated at duration::min() and duration::max() as
+   * Asio's timer does.
+   */
+  duration expires_from_now() const {
+    const time_point expiry = impl_.expiry();
+    const time_point now = clock_type::now();
+    typename duration::rep left{};
+    if (__builtin_sub_overflow(expiry.time_since_epoch().count(), now.time_since_epoch().count(),
+                               &left))
+      return expiry > now ? (duration::max)() : (duration::min)();
+    return duration(left);
+  }
+
+  /// (Deprecated: Use expires_after().) Set the timer's expiry time relative to now.
+  /**
+   * As expires_after().
+   *
+   * @param expiry_time The expiry time to be used for the timer.
+   *
+   * @return The number of asynchronous operations that were cancelled.
+   */
+  std::size_t expires_from_now(const duration& expiry_time) {
+    return expires_after(expiry_time);
+  }
+
+  /// (Deprecated: Use expires_after().) Set the timer's expiry time relative to now.
+  /**
+   * As expires_after(), which does not fail: @p ec is cleared.
+   *
+   * @param expiry_time The expiry time to be used for the timer.
+   *
+   * @param ec Set to indicate what error occurred, if any.
+   *
+   * @return The number of asynchronous operations that were cancelled.
+   */
+  std::size_t expires_from_now(const duration& expiry_time, error_code& ec) {
+    ec = error_code();
+    return expires_after(expiry_time);
+  }
+#endif // ASIO_WHEEL_ASIO_HAS_DEPRECATED_TIMER_MEMBERS
 
   /// Perform a blocking wait on the timer.
   /**

@@ -69,6 +69,17 @@ void timers(asio::io_context& io) {
   asio::error_code ec;
   c.wait(ec);
   expect(!ec, "wait(ec)");
+#if ASIO_WHEEL_ASIO_HAS_DEPRECATED_TIMER_MEMBERS
+  // Asio's deprecated members, where its timer has them (before 1.33, no ASIO_NO_DEPRECATED).
+  expect(c.expires_from_now(1h) == 0, "expires_from_now(d)");
+  expect(c.expires_at() == c.expiry(), "expires_at()");
+  expect(c.expires_from_now() > 59min, "expires_from_now()");
+  expect(c.expires_from_now(1h, ec) == 0 && !ec, "expires_from_now(d, ec)");
+  expect(c.expires_at(c.expiry(), ec) == 0 && !ec, "expires_at(t, ec)");
+  expect(c.cancel(ec) == 0 && !ec, "cancel(ec)");
+  expect(c.cancel_one(ec) == 0 && !ec, "cancel_one(ec)");
+  c.expires_at(std::chrono::steady_clock::now());
+#endif
 
   // Moves, and a future.
   asio_wheel::wheel_timer moved(std::move(b));

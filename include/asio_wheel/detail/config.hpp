@@ -87,6 +87,19 @@
 #define ASIO_WHEEL_ASIO_DEFAULT_CANDIDATE_IS_INLINE 0
 #endif
 
+// Asio's timer keeps deprecated members (expires_from_now(), expires_at() without argument,
+// the error_code overloads of cancel(), cancel_one() and expires_*()) until 1.32 (Boost.Asio
+// too: Boost 1.86), unless ASIO_NO_DEPRECATED (BOOST_ASIO_NO_DEPRECATED); 1.33 removed them.
+// basic_wheel_timer has them exactly where asio::basic_waitable_timer does, so that a program
+// written with them still changes only the type.
+#if ASIO_WHEEL_ASIO_VERSION < 103300 &&                                                            \
+    ((defined(ASIO_WHEEL_USE_BOOST_ASIO) && !defined(BOOST_ASIO_NO_DEPRECATED)) ||                 \
+     (!defined(ASIO_WHEEL_USE_BOOST_ASIO) && !defined(ASIO_NO_DEPRECATED)))
+#define ASIO_WHEEL_ASIO_HAS_DEPRECATED_TIMER_MEMBERS 1
+#else
+#define ASIO_WHEEL_ASIO_HAS_DEPRECATED_TIMER_MEMBERS 0
+#endif
+
 // Header-only (the default) or separately compiled. With ASIO_WHEEL_SEPARATE_COMPILATION
 // defined in every translation unit, the library's non-template functions (ASIO_WHEEL_DECL,
 // defined in detail/impl/*.ipp) are compiled once, in the translation unit that includes
