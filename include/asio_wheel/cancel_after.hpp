@@ -769,7 +769,8 @@ private:
 };
 
 // The token a partial adapter adapts when used alone: the default completion token of the
-// operation's I/O executor, or deferred where it names none (always before Asio 1.31).
+// operation's I/O executor, or deferred where it names none (a plain executor before Asio 1.31,
+// which made deferred every operation's default).
 template <typename Initiation>
 using partial_default_token_t = std::conditional_t<
     std::is_void_v<asio::default_completion_token_t<asio::associated_executor_t<Initiation>>>,

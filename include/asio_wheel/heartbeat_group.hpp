@@ -62,12 +62,12 @@ struct heartbeat_group_statistics {
 /// Pings quiet peers and drops silent ones, for a whole server: one wait for all connections.
 /**
  * basic_heartbeat gives each connection its own asynchronous operation, and so its own
- * pending wait (224 bytes per connection). A heartbeat group keeps the connections in a
- * timing wheel of its own instead, with a member hook embedded in each connection
- * (56 bytes, no allocation), and one wheel timer wait for the group. When a connection has
- * been quiet for @c ping_after, or silent for @c drop_after, the group calls its event
- * handler with the member and the event; the handler finds its connection from the member
- * (typically a base class) and acts.
+ * pending wait (288 bytes per connection: 240 in the object and a 32-byte block, 48 bytes from
+ * malloc). A heartbeat group keeps the connections in a timing wheel of its own instead, with a
+ * member hook embedded in each connection (56 bytes, no allocation), and one wheel timer wait for
+ * the group. When a connection has been quiet for @c ping_after, or silent for @c drop_after, the
+ * group calls its event handler with the member and the event; the handler finds its connection
+ * from the member (typically a base class) and acts.
  *
  * member::touch() on every input is one clock read and one compare-exchange, as for
  * basic_heartbeat; a member whose threshold passes with activity since is filed again for
