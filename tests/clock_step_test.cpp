@@ -6,7 +6,8 @@
 // step is exact and every "not yet" is certain (issue 13, defects 3 and 4; the clock matrix
 // in clock_matrix_test.cpp runs the same components on running clocks).
 //
-//   * saturating_add (detail/heartbeat_rule.hpp) with a time before the epoch;
+//   * saturating_add (detail/heartbeat_rule.hpp) with a time before the epoch, and
+//     saturating_sub (detail/saturating_time.hpp), the time left to an expiry;
 //   * idle_timer, heartbeat and heartbeat_group on a clock reading negative complete;
 //   * a wait started after its clock was stepped back behind the wheel's time completes
 //     only once the clock reaches its expiry (a template over Asio's timer and ours), also
@@ -41,6 +42,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -109,6 +111,68 @@ TEST_CASE("saturating_add: exact before the epoch, saturating at both ends of th
   CHECK(saturating_add(tp(d(5)), d(-3)) == tp(d(2)));
   CHECK(saturating_add(tp::min() + d(1), d(-2)) == tp::min());
   CHECK(saturating_add(tp(d(-1)), d::min()) == tp::min());
+}
+
+namespace {
+
+// Time points of `Rep` ticks, for saturating_sub over a whole range or its edges.
+template <typename Rep>
+using rep_time = std::chrono::time_point<std::chrono::system_clock, std::chrono::duration<Rep>>;
+
+// The exact difference, clamped to the rep's range: what Asio's timers take as expiry - now
+// (chrono_time_traits::subtract saturates at duration::min() and duration::max()).
+template <typename Rep, typename Wide>
+Rep clamped_difference(Rep a, Rep b) {
+  const Wide exact = static_cast<Wide>(a) - static_cast<Wide>(b);
+  if (exact > static_cast<Wide>((std::numeric_limits<Rep>::max)()))
+    return (std::numeric_limits<Rep>::max)();
+  if (exact < static_cast<Wide>((std::numeric_limits<Rep>::min)()))
+    return (std::numeric_limits<Rep>::min)();
+  return static_cast<Rep>(exact);
+}
+
+} // namespace
+
+// basic_wheel_timer's wait() and expires_from_now() (Asio's deprecated member) take the time
+// left so: a clock reading negative with an expiry at time_point::max() must not overflow.
+TEST_CASE("saturating_sub: the exact difference, saturating at both ends of the duration") {
+  using asio_wheel::detail::saturating_sub;
+  int wrong = 0;
+  for (int a = -128; a <= 127; ++a) {
+    for (int b = -128; b <= 127; ++b) {
+      using tp = rep_time<std::int8_t>;
+      const auto want = clamped_difference<std::int8_t, int>(static_cast<std::int8_t>(a),
+                                                             static_cast<std::int8_t>(b));
+      const auto got = saturating_sub(tp(tp::duration(a)), tp(tp::duration(b))).count();
+      wrong += got != want;
+    }
+  }
+  CHECK(wrong == 0); // every pair of an 8-bit rep
+  using tp = rep_time<std::int64_t>;
+  using lim = std::numeric_limits<std::int64_t>;
+  const std::int64_t edges[] = {lim::min(), lim::min() + 1, lim::min() / 2, -2,        -1, 0, 1,
+                                2,          lim::max() / 2, lim::max() - 1, lim::max()};
+  for (std::int64_t a : edges) {
+    for (std::int64_t b : edges) {
+      CAPTURE(a);
+      CAPTURE(b);
+#if defined(__SIZEOF_INT128__)
+      __extension__ typedef __int128 wide; // GCC and clang; -Wpedantic otherwise says so
+      CHECK(saturating_sub(tp(tp::duration(a)), tp(tp::duration(b))).count() ==
+            clamped_difference<std::int64_t, wide>(a, b));
+#else
+      // Without a wider type: the sign of the saturated difference, and exactness where the
+      // operands share a sign.
+      const std::int64_t got = saturating_sub(tp(tp::duration(a)), tp(tp::duration(b))).count();
+      CHECK((got > 0) == (a > b));
+      if ((a >= 0) == (b >= 0))
+        CHECK(got == a - b);
+#endif
+    }
+  }
+  using utp = rep_time<std::uint32_t>; // an unsigned rep: duration::min() is zero
+  CHECK(saturating_sub(utp(utp::duration(5)), utp(utp::duration(7))).count() == 0);
+  CHECK(saturating_sub(utp(utp::duration(7)), utp(utp::duration(5))).count() == 2);
 }
 
 TEST_CASE("a clock reading negative: idle_timer completes once the timeout has passed") {

@@ -16,6 +16,7 @@
 #include <asio_wheel/detail/asio_forward.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 #include <asio_wheel/detail/foreign_asio.hpp>
+#include <asio_wheel/detail/saturating_time.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -338,13 +339,7 @@ public:
    * Asio's timer does.
    */
   duration expires_from_now() const {
-    const time_point expiry = impl_.expiry();
-    const time_point now = clock_type::now();
-    typename duration::rep left{};
-    if (__builtin_sub_overflow(expiry.time_since_epoch().count(), now.time_since_epoch().count(),
-                               &left))
-      return expiry > now ? (duration::max)() : (duration::min)();
-    return duration(left);
+    return detail::saturating_sub(impl_.expiry(), clock_type::now());
   }
 
   /// (Deprecated: Use expires_after().) Set the timer's expiry time relative to now.
@@ -401,13 +396,9 @@ public:
     // The duration overload of to_wait_duration, as Asio's timer uses: the time_point one
     // overflows computing now + duration::max().
     const time_point expiry = impl_.expiry();
-    for (time_point now = clock_type::now(); now < expiry; now = clock_type::now()) {
-      typename duration::rep left{};
-      if (__builtin_sub_overflow(expiry.time_since_epoch().count(), now.time_since_epoch().count(),
-                                 &left))
-        left = (duration::max)().count();
-      std::this_thread::sleep_for(traits_type::to_wait_duration(duration(left)));
-    }
+    for (time_point now = clock_type::now(); now < expiry; now = clock_type::now())
+      std::this_thread::sleep_for(
+          traits_type::to_wait_duration(detail::saturating_sub(expiry, now)));
   }
 
   /// Start an asynchronous wait on the timer.

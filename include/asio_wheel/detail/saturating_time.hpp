@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <ratio>
 #include <type_traits>
 
@@ -24,6 +25,29 @@ TimePoint saturating_add(const TimePoint& t, const typename TimePoint::duration&
   if (d >= TimePoint::duration::zero())
     return t > (TimePoint::max)() - d ? (TimePoint::max)() : t + d;
   return t < (TimePoint::min)() - d ? (TimePoint::min)() : t + d;
+}
+
+// to - from in the time points' own duration, saturating at duration::min() and
+// duration::max(), as Asio's timers take it (chrono_time_traits::subtract): for a clock read
+// before its epoch and an expiry at time_point::max(), say. The bounds are checked before
+// subtracting, in the rep's own type, rather than with __builtin_sub_overflow, which MSVC
+// lacks.
+template <typename TimePoint>
+typename TimePoint::duration saturating_sub(const TimePoint& to, const TimePoint& from) noexcept {
+  using duration = typename TimePoint::duration;
+  using rep = typename duration::rep;
+  static_assert(std::is_integral_v<rep>);
+  const rep a = to.time_since_epoch().count();
+  const rep b = from.time_since_epoch().count();
+  if constexpr (std::is_signed_v<rep>) {
+    if (b > 0 && a < (std::numeric_limits<rep>::min)() + b)
+      return (duration::min)();
+    if (b < 0 && a > (std::numeric_limits<rep>::max)() + b)
+      return (duration::max)();
+  } else if (a < b) {
+    return (duration::min)();
+  }
+  return duration(static_cast<rep>(a - b));
 }
 
 // The time from `from` to `to` in nanoseconds: zero unless `to` is later, saturating at
