@@ -28,6 +28,7 @@
 // waits keep their order either way: a timer stays in its shard while a wait of it is in
 // that shard's ready queue, timer_queue::keep_filing.)
 
+#include <asio_wheel/detail/bit_ops.hpp>
 #include <asio_wheel/detail/thread_shard.hpp>
 
 #include <atomic>
@@ -80,7 +81,7 @@ public:
     for (unsigned w = 0; w < word_count; ++w) {
       std::uint64_t word = words_[w].load(std::memory_order_seq_cst);
       while (word != 0) {
-        const unsigned i = w * 64 + static_cast<unsigned>(__builtin_ctzll(word));
+        const unsigned i = w * 64 + static_cast<unsigned>(countr_zero(word));
         word &= word - 1;
         if (!f(i))
           return;
