@@ -336,7 +336,8 @@ public:
   /// (Deprecated: Use expiry().) Get the timer's expiry time relative to now.
   /**
    * expiry() minus the clock's reading, saturated at duration::min() and duration::max() as
-   * Asio's timer does.
+   * Asio's timer does for a clock with a signed rep (for an unsigned rep, zero once the
+   * expiry has passed, where Asio's wraps around).
    */
   duration expires_from_now() const {
     return detail::saturating_sub(impl_.expiry(), clock_type::now());

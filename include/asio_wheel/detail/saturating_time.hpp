@@ -28,10 +28,11 @@ TimePoint saturating_add(const TimePoint& t, const typename TimePoint::duration&
 }
 
 // to - from in the time points' own duration, saturating at duration::min() and
-// duration::max(), as Asio's timers take it (chrono_time_traits::subtract): for a clock read
-// before its epoch and an expiry at time_point::max(), say. The bounds are checked before
-// subtracting, in the rep's own type, rather than with __builtin_sub_overflow, which MSVC
-// lacks.
+// duration::max(): for a clock read before its epoch and an expiry at time_point::max(), say.
+// For a signed rep that is Asio's chrono_time_traits::subtract; for an unsigned one Asio's
+// wraps around (an expiry 2 ticks past: 254 for 8 bits), this gives duration::min(), zero,
+// as the builtin it replaces did. The bounds are checked before subtracting, in the rep's
+// own type, rather than with __builtin_sub_overflow, which MSVC lacks.
 template <typename TimePoint>
 typename TimePoint::duration saturating_sub(const TimePoint& to, const TimePoint& from) noexcept {
   using duration = typename TimePoint::duration;
