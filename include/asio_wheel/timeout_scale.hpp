@@ -34,6 +34,7 @@
 // and detail/scaled_queue.hpp).
 
 #include <asio_wheel/detail/asio_forward.hpp>
+#include <asio_wheel/detail/context_of.hpp>
 #include <asio_wheel/detail/exceptions.hpp>
 
 #include <atomic>
@@ -207,7 +208,7 @@ public:
   template <typename Executor, typename = std::enable_if_t<
                                    !std::is_convertible_v<Executor&, asio::execution_context&>>>
   static timeout_scale& of(const Executor& ex) {
-    return of(asio::query(ex, asio::execution::context));
+    return of(detail::context_of(ex));
   }
 
   /// The factor in force.

@@ -10,6 +10,7 @@
 #define ASIO_WHEEL_DETAIL_ACTIVITY_TIMER_HPP
 
 #include <asio_wheel/detail/activity_stamp.hpp>
+#include <asio_wheel/detail/context_of.hpp>
 #include <asio_wheel/detail/min_max.hpp>
 #include <asio_wheel/detail/rearming_handler.hpp>
 #include <asio_wheel/detail/saturating_time.hpp>
@@ -205,8 +206,7 @@ protected:
   // fixed joins the timer to its context's queue service (created on first use; may throw).
   void use_range(const range& r) {
     if (queues_ == nullptr && !r.is_fixed())
-      queues_ = &asio::use_service<queue_service>(
-          asio::query(timer_.get_executor(), asio::execution::context));
+      queues_ = &asio::use_service<queue_service>(context_of(timer_.get_executor()));
   }
 
   // The factor in force; 1 for a timer whose timeouts are all fixed (not read then).

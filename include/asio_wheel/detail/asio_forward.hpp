@@ -82,6 +82,25 @@
 #define ASIO_WHEEL_ASIO_NO_TYPEID 1
 #endif
 
+// ASIO_USE_TS_EXECUTOR_AS_DEFAULT: asio::any_io_executor is the Networking TS's
+// asio::executor, which has no properties to query and may hold a TS executor, such as the
+// legacy io_context::strand (there unless ASIO_NO_EXTENSIONS or ASIO_NO_TS_EXECUTORS).
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#if defined(BOOST_ASIO_USE_TS_EXECUTOR_AS_DEFAULT)
+#define ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT 1
+#endif
+#if !defined(BOOST_ASIO_NO_EXTENSIONS) && !defined(BOOST_ASIO_NO_TS_EXECUTORS)
+#define ASIO_WHEEL_ASIO_HAS_IO_CONTEXT_STRAND 1
+#endif
+#else
+#if defined(ASIO_USE_TS_EXECUTOR_AS_DEFAULT)
+#define ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT 1
+#endif
+#if !defined(ASIO_NO_EXTENSIONS) && !defined(ASIO_NO_TS_EXECUTORS)
+#define ASIO_WHEEL_ASIO_HAS_IO_CONTEXT_STRAND 1
+#endif
+#endif
+
 // Without RTTI, the library cannot tell what an any_io_executor holds on Asio 1.22 to 1.25
 // (see target_if): it would not find the io_context behind a timer's default executor, and
 // would complete its waits from a thread of its own (virtual_time, for one, would not work).

@@ -23,4 +23,15 @@
 #include <asio/strand.hpp>
 #endif
 
+// The legacy io_context::strand, which an any_io_executor can hold only when it is the
+// Networking TS's asio::executor (ASIO_USE_TS_EXECUTOR_AS_DEFAULT).
+#if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT) &&                                             \
+    defined(ASIO_WHEEL_ASIO_HAS_IO_CONTEXT_STRAND)
+#if defined(ASIO_WHEEL_USE_BOOST_ASIO)
+#include <boost/asio/io_context_strand.hpp>
+#else
+#include <asio/io_context_strand.hpp>
+#endif
+#endif
+
 #endif // ASIO_WHEEL_DETAIL_ASIO_STRAND_HPP

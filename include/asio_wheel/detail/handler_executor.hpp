@@ -13,6 +13,7 @@
 // directly from there instead of being dispatched to their executors, and so which
 // operation a new wait gets.
 
+#include <asio_wheel/detail/context_of.hpp>
 #include <asio_wheel/detail/futex_mutex.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
@@ -160,10 +161,9 @@ private:
   context_kind kind_of(const Executor& ex) noexcept {
     if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
       return kind_of_any(ex);
-    } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value) {
-      return kind_of_context(asio::query(ex, asio::execution::context));
-    } else if constexpr (has_context_member<Executor>::value) {
-      return kind_of_context(ex.context()); // a Networking TS executor (io_context::strand)
+    } else if constexpr (asio::can_query<const Executor&, asio::execution::context_t>::value ||
+                         has_context_member<Executor>::value) {
+      return kind_of_context(context_of(ex));
     } else {
       return {}; // use_future's executor, for one, has no context
     }

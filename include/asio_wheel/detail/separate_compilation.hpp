@@ -66,6 +66,9 @@ template <bool On>
 struct boost_asio {}; // ASIO_WHEEL_USE_BOOST_ASIO
 template <unsigned long Version>
 struct asio_version {}; // ASIO_VERSION or BOOST_ASIO_VERSION: the layout of Asio's types
+template <bool On>
+struct ts_executor_as_default {}; // ASIO_USE_TS_EXECUTOR_AS_DEFAULT: asio::any_io_executor
+                                  // is then asio::executor, the type the extern members take
 
 #if defined(ASIO_WHEEL_SHARDS)
 inline constexpr unsigned fixed_shards = ASIO_WHEEL_SHARDS;
@@ -87,6 +90,11 @@ inline constexpr bool with_boost_asio = true;
 #else
 inline constexpr bool with_boost_asio = false;
 #endif
+#if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT)
+inline constexpr bool with_ts_executor_as_default = true;
+#else
+inline constexpr bool with_ts_executor_as_default = false;
+#endif
 } // namespace config
 
 // Defined only in the translation unit of <asio_wheel/src.hpp>, for its configuration. An
@@ -104,7 +112,9 @@ bool separate_compilation_config_must_match_src_hpp() noexcept;
       ::asio_wheel::detail::config::rtti<::asio_wheel::detail::config::with_rtti>,                 \
       ::asio_wheel::detail::futex_mutex_sleep,                                                     \
       ::asio_wheel::detail::config::boost_asio<::asio_wheel::detail::config::with_boost_asio>,     \
-      ::asio_wheel::detail::config::asio_version<ASIO_WHEEL_ASIO_VERSION>
+      ::asio_wheel::detail::config::asio_version<ASIO_WHEEL_ASIO_VERSION>,                         \
+      ::asio_wheel::detail::config::ts_executor_as_default<                                        \
+          ::asio_wheel::detail::config::with_ts_executor_as_default>
 
 // The odr-use: a call at start-up from each translation unit that includes a timer's header,
 // whether or not it uses one. Internal linkage, not an inline variable: the initializer of an

@@ -9,6 +9,7 @@
 #ifndef ASIO_WHEEL_DETAIL_WHEEL_TIMER_IMPL_HPP
 #define ASIO_WHEEL_DETAIL_WHEEL_TIMER_IMPL_HPP
 
+#include <asio_wheel/detail/context_of.hpp>
 #include <asio_wheel/detail/io_executor_holder.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/wheel_service.hpp>
@@ -152,16 +153,6 @@ private:
            "asio_wheel: a timer used after its execution context (io_context) was destroyed; "
            "destroy timers, or stop using them, before their context");
     return *service_;
-  }
-
-  // The execution context of a standard executor, or of a Networking TS one (such as the
-  // legacy io_context::strand), which has no properties to query; Asio's I/O objects accept
-  // both.
-  static asio::execution_context& context_of(const executor_type& ex) {
-    if constexpr (asio::execution::is_executor<executor_type>::value)
-      return asio::query(ex, asio::execution::context);
-    else
-      return ex.context();
   }
 
   class initiate_async_wait {

@@ -49,9 +49,18 @@ ASIO_WHEEL_DECL auto service_home::kind_of_any(const asio::any_io_executor& ex) 
   using pool = asio::thread_pool::executor_type;
   using pool_tracked = std::decay_t<decltype(asio::prefer(
       std::declval<const pool&>(), asio::execution::outstanding_work.tracked))>;
-  return kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor, asio::strand<io>,
-                        asio::strand<io_tracked>, asio::strand<pool>, asio::strand<pool_tracked>,
-                        asio::strand<asio::any_io_executor>>(ex);
+  const context_kind kind =
+      kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor, asio::strand<io>,
+                     asio::strand<io_tracked>, asio::strand<pool>, asio::strand<pool_tracked>,
+                     asio::strand<asio::any_io_executor>>(ex);
+#if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT) &&                                             \
+    defined(ASIO_WHEEL_ASIO_HAS_IO_CONTEXT_STRAND)
+  // asio::executor may hold the legacy strand of code written for that configuration; not
+  // found, the wheel would run its own thread and virtual time could not drive it.
+  if (!kind)
+    return kind_of_target<asio::io_context::strand>(ex);
+#endif
+  return kind;
 }
 
 } // namespace asio_wheel::detail
