@@ -57,6 +57,7 @@
 #include "asio_test_support.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -68,6 +69,11 @@
 #include <system_error>
 #include <thread>
 #include <type_traits>
+
+#if defined(__GLIBCXX__) && defined(__linux__)
+#include <pthread.h>
+#define FAULTS_TEST_FORCED_UNWIND 1
+#endif
 #include <utility>
 #include <vector>
 
@@ -268,29 +274,30 @@ TEST_CASE_TEMPLATE("a handler throws in the middle of a batch of 50: run() throw
 
 namespace {
 
-// An executor whose execute() throws on its `throw_at`-th call and otherwise posts to the
-// context: a user's executor, or one whose queueing fails for a reason of its own.
+// An executor whose execute() throws on its `throw_at`-th call (and every later one if
+// `for_good`) and otherwise posts to the context: a user's executor, or one whose queueing
+// fails for a reason of its own (a queue closed for good, say).
 struct throwing_executor {
   asio::io_context* context;
   int* calls;
   int throw_at;
+  bool for_good = false;
   asio::execution_context& query(asio::execution::context_t) const noexcept { return *context; }
   static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
     return asio::execution::blocking.never;
   }
   template <class F>
   void execute(F&& f) const {
-    if (++*calls == throw_at)
-      throw boom("execute() #" + std::to_string(throw_at));
+    if (++*calls == throw_at || (for_good && *calls > throw_at))
+      throw boom("execute() #" + std::to_string(*calls));
     // Wrapped: a function's associated executor is this one, to which post() would hand it.
     asio::post(*context, [g = std::forward<F>(f)]() mutable { std::move(g)(); });
   }
   bool operator==(const throwing_executor& other) const noexcept {
-    return context == other.context;
+    return context == other.context && calls == other.calls && throw_at == other.throw_at &&
+           for_good == other.for_good;
   }
-  bool operator!=(const throwing_executor& other) const noexcept {
-    return context != other.context;
-  }
+  bool operator!=(const throwing_executor& other) const noexcept { return !(*this == other); }
 };
 static_assert(asio::execution::is_executor<throwing_executor>::value);
 
@@ -352,6 +359,130 @@ TEST_CASE_TEMPLATE("a handler's executor throws from execute(): run() throws it 
   }
   CHECK(handlers.live() == 0);
 }
+
+// An executor that refuses a wait for good (its execute() throws at every call): Asio lets
+// the exception out of run() once, the handler destroyed uncalled, and the expiry's other
+// waits complete at the next run(). The wheel offers the wait once more at the next run(),
+// as above, and at the second refusal does as Asio did at the first (a throw other than
+// std::bad_alloc; for want of memory it keeps offering it: alloc_failure_test). Without the
+// bound every run() threw and the waits behind it never completed. Nothing runs twice or
+// leaks; the last run() returns.
+TEST_CASE_TEMPLATE("a handler's executor refuses its wait for good: asio::steady_timer lets "
+                   "the exception out of run() once, the wheel twice; that handler is destroyed "
+                   "uncalled, the other waits of its expiry complete, and run() then returns",
+                   Timer, TIMER_TYPES) {
+  constexpr int n = 3;
+  census handlers;
+  std::vector<outcome> res(n);
+  int seq = 0;
+  int calls = 0;
+  int throws = 0;
+  bool returned = false;
+  {
+    asio::io_context ioc;
+    auto timers = same_expiry<Timer>(ioc, n, sclock::now() + 20ms);
+    for (int i = 0; i < n; ++i)
+      res[i].expiry = timers[i]->expiry();
+    timers[0]->async_wait(recorder(res[0], handlers, seq));
+    timers[1]->async_wait(asio::bind_executor(throwing_executor{&ioc, &calls, 1, true},
+                                              recorder(res[1], handlers, seq)));
+    timers[2]->async_wait(recorder(res[2], handlers, seq));
+    for (int attempt = 0; attempt < 10 && !returned; ++attempt) {
+      try {
+        ioc.restart();
+        const auto r = guarded_run(ioc);
+        CHECK_PROMPT(r);
+        returned = true;
+      } catch (const boom&) {
+        ++throws;
+      }
+    }
+  }
+  CHECK(returned);
+  CHECK(throws == (std::is_same_v<Timer, asio::steady_timer> ? 1 : 2));
+  CHECK(calls == throws);
+  CHECK(res[1].calls == 0);
+  CHECK_ONCE_WITH(res[0], kOk);
+  CHECK_ONCE_WITH(res[2], kOk);
+  CHECK(handlers.live() == 0);
+}
+
+#if defined(FAULTS_TEST_FORCED_UNWIND)
+namespace {
+
+// An executor whose execute() takes the function and then blocks at a cancellation point
+// (a bounded queue waiting for room), until its thread is cancelled.
+struct blocking_executor {
+  asio::io_context* context;
+  std::atomic<bool>* entered;
+  asio::execution_context& query(asio::execution::context_t) const noexcept { return *context; }
+  static constexpr asio::execution::blocking_t query(asio::execution::blocking_t) noexcept {
+    return asio::execution::blocking.never;
+  }
+  template <class F>
+  void execute(F&& f) const {
+    [[maybe_unused]] auto taken = std::forward<F>(f);
+    entered->store(true);
+    for (;;) {
+      pthread_testcancel();
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  bool operator==(const blocking_executor& other) const noexcept {
+    return context == other.context;
+  }
+  bool operator!=(const blocking_executor& other) const noexcept { return !(*this == other); }
+};
+static_assert(asio::execution::is_executor<blocking_executor>::value);
+
+template <typename Timer>
+struct cancelled_run {
+  asio::io_context* context;
+  std::atomic<bool>* entered;
+  outcome* result;
+  census* handlers;
+  int* seq;
+  static void* body(void* p) {
+    auto* self = static_cast<cancelled_run*>(p);
+    Timer t(*self->context, 5ms);
+    t.async_wait(asio::bind_executor(blocking_executor{self->context, self->entered},
+                                     recorder(*self->result, *self->handlers, *self->seq)));
+    self->context->run();
+    return nullptr;
+  }
+};
+
+} // namespace
+
+// glibc cancels a thread by unwinding it with a foreign exception that every catch block on
+// the way must rethrow (abi::__forced_unwind): here from a handler's executor blocked in
+// execute() (a cancellation point) while the thread runs the context. The thread ends
+// cancelled, the handler is never called, and it is destroyed with the context.
+TEST_CASE_TEMPLATE("a thread cancelled while a handler's executor blocks in execute() unwinds "
+                   "through the completion; the handler is never called and nothing leaks",
+                   Timer, TIMER_TYPES) {
+  census handlers;
+  outcome res;
+  int seq = 0;
+  {
+    asio::io_context ioc;
+    std::atomic<bool> entered{false};
+    cancelled_run<Timer> run{&ioc, &entered, &res, &handlers, &seq};
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, nullptr, &cancelled_run<Timer>::body, &run) == 0);
+    const auto deadline = sclock::now() + 10s;
+    while (!entered.load() && sclock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    CHECK(entered.load());
+    pthread_cancel(thread);
+    void* status = nullptr;
+    pthread_join(thread, &status);
+    CHECK(status == PTHREAD_CANCELED);
+  }
+  CHECK(res.calls == 0);
+  CHECK(handlers.live() == 0);
+}
+#endif
 
 // =======================================================================================
 // stop() and restart()

@@ -124,7 +124,7 @@ public:
       hints_[count_] = op;
     ++count_;
     op->owner_ = nullptr;
-    op->aborted_ = aborted;
+    op->ready_ = {aborted, false};
     op->next_ = nullptr;
     if (tail_ != nullptr)
       tail_->next_ = op;
@@ -211,7 +211,7 @@ public:
       wait_op* const next = op->next_;
       op = evict(entry, op, spare);
       op->owner_ = nullptr;
-      op->aborted_ = false;
+      op->ready_ = {false, false};
       unlink_cancellation(op);
       op->next_ = nullptr;
       *tail_ = op;

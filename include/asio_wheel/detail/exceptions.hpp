@@ -40,6 +40,7 @@
 #endif
 
 #include <exception>
+#include <new>
 
 // Without exceptions a try block is `if (true)` and its one catch clause the `else`: a
 // function whose try block returns and whose catch block rethrows (std::terminate, which
@@ -58,6 +59,30 @@
 #endif
 
 namespace asio_wheel::detail {
+
+// Called in a catch block: whether the exception being handled is std::bad_alloc. By a copy
+// of it, not by rethrowing it (`throw;`) into a catch-all here, which would end a foreign
+// exception such as glibc's forced unwind of a cancelled thread, whose catch block must
+// rethrow it (no copy of that one: std::current_exception() gives none). Without exceptions
+// no catch block runs (false).
+#if defined(ASIO_WHEEL_NO_EXCEPTIONS)
+inline bool handling_bad_alloc() noexcept {
+  return false;
+}
+#else
+inline bool handling_bad_alloc() noexcept {
+  const std::exception_ptr handled = std::current_exception();
+  if (!handled)
+    return false;
+  try {
+    std::rethrow_exception(handled);
+  } catch (const std::bad_alloc&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+#endif
 
 // Raises `e` through the Asio in use (see above); never returns.
 template <typename Exception>

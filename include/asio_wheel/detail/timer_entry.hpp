@@ -171,7 +171,7 @@ inline void discard(timer_entry& entry, wait_op* op) noexcept {
   if (entry.holds(op)) {
     op->destroy_inline(entry.inline_busy_);
   } else {
-    op->aborted_ = false; // over prev_: complete() reads it
+    op->ready_ = {false, false}; // over prev_: complete() reads it
     op->complete(false);
   }
 }
@@ -197,7 +197,7 @@ struct doomed_waits {
       wait_op* const next = op->next_;
       unlink_cancellation(op);
       op->owner_ = nullptr;
-      op->aborted_ = false; // over prev_: complete() reads it
+      op->ready_ = {false, false}; // over prev_: complete() reads it
       if (entry.holds(op)) {
         in_timer = op;
       } else {

@@ -72,12 +72,18 @@ public:
   // Links in the owning timer's FIFO of pending waits; the ready queue reuses next_ once
   // the wait has left its timer.
   wait_op* next_ = nullptr;
-  // prev_ while the wait is pending; aborted_, its result, once it is ready to complete (or
-  // to be destroyed: complete() reads it either way). Sharing the word keeps the operation
-  // of a small handler within a 56-byte block.
+  // Once the wait is ready to complete (or to be destroyed: complete() reads it either way):
+  // its result, and whether its handler's executor has refused it once already, by a throw
+  // other than std::bad_alloc (see dispatch_queued). Set whole, as the wait becomes ready.
+  struct ready_state {
+    bool aborted;
+    bool refused_once;
+  };
+  // prev_ while the wait is pending, ready_ once it is ready. Sharing the word keeps the
+  // operation of a small handler within a 56-byte block.
   union {
     wait_op* prev_ = nullptr;
-    bool aborted_;
+    ready_state ready_;
   };
   // The timer this wait is pending on; nullptr once it is ready to complete.
   timer_entry* owner_ = nullptr;
@@ -192,11 +198,17 @@ private:
 // Hands the completed wait `op` to its handler's executor, kept in `completion` (a
 // tracked_executor, inside the wait), as a queued_completion speaking for `allocator`. If
 // that throws and the wait was given back, the wait is as it was (its executor put back), set
-// as the failed one for the batch, and the exception propagates; a throw after the executor
-// queued it (or from the handler, called inline) leaves the wait to the executor. Shared by
-// every handler type with the same executor and allocator types, as queued_completion is, and
-// out of line, so that each handler's operation holds only a call: it is off the path of a
-// wait completed on the wheel's own context.
+// as the failed one for the batch, and the exception propagates: the next run() hands it to
+// the executor again. For want of memory (std::bad_alloc) as often as it takes: late, never
+// lost. For any other exception once: an executor that refuses the same wait a second time
+// is taken to refuse it for good, and the wait goes as Asio's own operation goes at the
+// first refusal, its handler destroyed uncalled, before that exception propagates; else
+// every run() would throw again and the waits behind it in the batch would never complete.
+// A throw after the executor queued the function (or from the handler, called inline)
+// leaves the wait to the executor. Shared by every handler type with the same executor and
+// allocator types, as queued_completion is, and out of line, so that each handler's
+// operation holds only a call: it is off the path of a wait completed on the wheel's own
+// context.
 template <typename Completion, typename Allocator>
 [[gnu::noinline]] void dispatch_queued(wait_op* op, Completion& completion,
                                        const Allocator& allocator) {
@@ -208,7 +220,14 @@ template <typename Completion, typename Allocator>
   ASIO_WHEEL_CATCH_ALL {
     if (scope.given_back()) {
       completion.put_back(std::move(ex));
-      dispatch_scope::set_failed(op);
+      if (handling_bad_alloc()) {
+        dispatch_scope::set_failed(op);
+      } else if (!op->ready_.refused_once) {
+        op->ready_.refused_once = true;
+        dispatch_scope::set_failed(op);
+      } else {
+        op->complete(false);
+      }
     }
     ASIO_WHEEL_RETHROW;
   }
@@ -413,7 +432,7 @@ private:
     }
   }
 
-  error_code result() const noexcept { return aborted_ ? aborted_error() : error_code(); }
+  error_code result() const noexcept { return ready_.aborted ? aborted_error() : error_code(); }
 
   [[no_unique_address]] allocator_type allocator_;
   [[no_unique_address]] Completion completion_;
