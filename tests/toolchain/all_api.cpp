@@ -223,28 +223,6 @@ void virtual_time() {
   static_assert(asio_wheel::is_virtual_clock<asio_wheel::virtual_clock>::value, "");
 }
 
-#if (defined(ASIO_USE_TS_EXECUTOR_AS_DEFAULT) ||                                                   \
-     defined(BOOST_ASIO_USE_TS_EXECUTOR_AS_DEFAULT)) &&                                            \
-    !defined(ASIO_NO_EXTENSIONS) && !defined(BOOST_ASIO_NO_EXTENSIONS)
-// Code written for ASIO_USE_TS_EXECUTOR_AS_DEFAULT: every I/O object's executor is
-// asio::executor, which may hold the legacy io_context::strand. The wheel must still find its
-// io_context there (else it runs a thread of its own, which virtual time cannot drive): the
-// first wait on the context is on that strand.
-#define ALL_API_LEGACY_STRAND
-void legacy_strand() {
-  asio::io_context io;
-  asio::io_context::strand strand(io);
-  asio_wheel::virtual_time vt(io);
-  asio_wheel::basic_wheel_timer<asio_wheel::virtual_clock> t(strand, 10min);
-  asio_wheel::basic_idle_timer<asio_wheel::virtual_clock> idle(strand, 20min);
-  int done = 0;
-  t.async_wait([&](asio::error_code ec) { done += !ec && strand.running_in_this_thread(); });
-  idle.async_wait([&](asio::error_code ec) { done += !ec && strand.running_in_this_thread(); });
-  vt.advance(21min);
-  expect(done == 2, "timers on io_context::strand held by asio::executor, on virtual time");
-}
-#endif
-
 } // namespace
 
 int main() {
@@ -257,9 +235,6 @@ int main() {
   activity(io);
   statistics(io);
   virtual_time();
-#if defined(ALL_API_LEGACY_STRAND)
-  legacy_strand();
-#endif
   asio_wheel::error_code ec = asio::error::operation_aborted;
   const asio_wheel::system_error error(ec);
   expect(error.code() == ec, "asio_wheel::error_code / system_error");
