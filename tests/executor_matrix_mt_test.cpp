@@ -45,6 +45,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -372,3 +374,87 @@ TEST_CASE_TEMPLATE("asio::system_executor: handlers run once, on the system cont
   CHECK(aborted.ec == kAborted);
   CHECK(aborted.where);
 }
+
+#if defined(__linux__)
+namespace {
+
+// The threads of this process, from /proc/self/task.
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
+}
+
+// A steady clock of this test's own: the services of its timers are created here, not by
+// an earlier test, so that the threads they start, if any, are counted here.
+struct own_threads_clock {
+  using duration = sclock::duration;
+  using rep = duration::rep;
+  using period = duration::period;
+  using time_point = std::chrono::time_point<own_threads_clock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept { return time_point(sclock::now().time_since_epoch()); }
+};
+
+// Asio's timer service, on the system context or a thread pool, runs on the context's own
+// threads; so does the wheel's, found from a type-erased executor of that context: it
+// starts no thread of its own (which it does only for a context of a kind it cannot tell).
+template <template <class, class, class> class Timer>
+struct own_threads_family {
+  using timer =
+      Timer<own_threads_clock, asio::wait_traits<own_threads_clock>, asio::any_io_executor>;
+};
+using asio_own_threads = own_threads_family<asio::basic_waitable_timer>;
+using wheel_own_threads = own_threads_family<asio_wheel::basic_wheel_timer>;
+} // namespace
+
+TYPE_TO_STRING(asio_own_threads);
+TYPE_TO_STRING(wheel_own_threads);
+
+namespace {
+// One wait on a new timer on `ex`, and one cancelled; true when both completed.
+template <class Family>
+bool wait_once(const asio::any_io_executor& ex) {
+  seen fired, aborted;
+  const auto anywhere = [] { return true; };
+  typename Family::timer t(ex, 5ms), c(ex, kFar);
+  t.async_wait([&](asio::error_code ec) {
+    fired.complete(ec, anywhere);
+    fired.finish();
+  });
+  c.async_wait([&](asio::error_code ec) {
+    aborted.complete(ec, anywhere);
+    aborted.finish();
+  });
+  c.cancel();
+  return wait_until(fired.done, kBlock) && wait_until(aborted.done, kBlock) && fired.ec == kOk &&
+         aborted.ec == kAborted;
+}
+
+TEST_CASE_TEMPLATE("a timer on the system context or a thread pool starts no thread of its own",
+                   Family, asio_own_threads, wheel_own_threads) {
+  SUBCASE("any_io_executor(system_executor)") {
+    // The system context's threads start with it, before the count.
+    asio::system_executor ex;
+    static_cast<void>(asio::query(ex, asio::execution::context));
+    const std::size_t before = thread_count();
+    CHECK(wait_once<Family>(ex));
+    CHECK(thread_count() == before);
+  }
+  SUBCASE("any_io_executor(thread_pool executor, tracked)") {
+    asio::thread_pool pool(2);
+    const std::size_t before = thread_count();
+    CHECK(wait_once<Family>(asio::prefer(pool.get_executor(), kTracked)));
+    CHECK(thread_count() == before);
+  }
+  SUBCASE("any_io_executor(thread_pool strand)") {
+    asio::thread_pool pool(2);
+    const std::size_t before = thread_count();
+    CHECK(wait_once<Family>(asio::make_strand(pool)));
+    CHECK(thread_count() == before);
+  }
+}
+
+} // namespace
+#endif

@@ -15,6 +15,7 @@
 
 #include <asio_wheel/detail/context_of.hpp>
 #include <asio_wheel/detail/futex_mutex.hpp>
+#include <asio_wheel/detail/own_memory.hpp>
 #include <asio_wheel/detail/timer_entry.hpp>
 #include <asio_wheel/detail/wait_op.hpp>
 
@@ -109,15 +110,7 @@ public:
   // Posts `handler` home. The operation lives in the handler's memory on an io_context or a
   // thread pool, whose executors take the handler's allocator: nothing to throw. Any other
   // executor may allocate, and throw.
-  template <typename Handler>
-  void post(const Handler& handler) {
-    if (asio::io_context* const home = io_context())
-      asio::post(home->get_executor(), handler);
-    else if (const auto* pool = target_if<asio::thread_pool::executor_type>(executor_))
-      asio::post(*pool, handler);
-    else
-      asio::post(executor_, handler);
-  }
+  ASIO_WHEEL_DECL void post(const own_handler& handler);
 
   // Shutdown, without the lock: the own thread, if any, finishes what it runs (a turn or a
   // drain) and runs nothing more.
@@ -139,8 +132,12 @@ private:
   struct context_kind {
     asio::io_context* io = nullptr;
     asio::thread_pool* pool = nullptr;
-    asio::system_context* system = nullptr;
-    explicit operator bool() const noexcept { return io || pool || system; }
+    // The context's own plain executor, for a context of another kind that has one (the
+    // system context): found already type-erased in an any_io_executor, it is kept as it is,
+    // so that probing one does not compile the conversion of every variant of the system
+    // executor into any_io_executor in every translation unit.
+    asio::any_io_executor plain;
+    explicit operator bool() const noexcept { return io || pool || plain; }
   };
 
   template <typename Context>
@@ -153,7 +150,7 @@ private:
     else if constexpr (std::is_base_of_v<asio::thread_pool, Context>)
       kind.pool = &context;
     else if constexpr (std::is_base_of_v<asio::system_context, Context>)
-      kind.system = &context;
+      kind.plain = context.get_executor();
     return kind;
   }
 

@@ -60,15 +60,23 @@ private:
   own_memory* memory_;
 };
 
-// A handler of the service's own, in the room `memory`: calls `(self->*Fn)()`.
-template <typename Owner, void (Owner::*Fn)()>
+// A handler of the service's own, in the room `memory`: calls `call(self)`. One type for
+// every owner and member (make_own_handler), so that posting one compiles Asio's post of a
+// handler once per kind of home (service_home::post), not once per owner and member.
 struct own_handler {
-  Owner* self;
+  void (*call)(void*);
+  void* self;
   own_memory* memory;
   using allocator_type = own_allocator<void>;
   allocator_type get_allocator() const noexcept { return allocator_type(*memory); }
-  void operator()() const { (self->*Fn)(); }
+  void operator()() const { call(self); }
 };
+
+// The own_handler that calls `(self->*Fn)()`.
+template <typename Owner, void (Owner::*Fn)()>
+own_handler make_own_handler(Owner* self, own_memory& memory) noexcept {
+  return {[](void* owner) { (static_cast<Owner*>(owner)->*Fn)(); }, self, &memory};
+}
 
 // The same for a timer's wait: calls `(self->*Fn)(expired)`, `expired` false when the wait
 // completed with an error (operation_aborted: cancelled). Whether Asio's reactor found the
@@ -96,7 +104,7 @@ public:
   // Queues (self->*Fn)() on `home` (a service_home). Throws only where `home` may.
   template <typename Home>
   void post(Home& home, Owner* self) {
-    home.post(own_handler<Owner, Fn>{self, &memory_});
+    home.post(make_own_handler<Owner, Fn>(self, memory_));
     queued_ = true;
   }
 

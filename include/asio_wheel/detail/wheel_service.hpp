@@ -236,7 +236,7 @@ private:
   void ran_here() noexcept override { runners_.ran_here(); }
 
   void post_sweep() {
-    home_.post(own_handler<wheel_service, &wheel_service::sweep>{this, &sweep_memory_});
+    home_.post(make_own_handler<wheel_service, &wheel_service::sweep>(this, sweep_memory_));
   }
 
   // The sweep: takes the ready queues of the pending shards, in order of index, until it has

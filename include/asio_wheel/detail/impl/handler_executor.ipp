@@ -27,8 +27,8 @@ ASIO_WHEEL_DECL void service_home::adopt(const context_kind& kind) {
     io_context_.store(kind.io, std::memory_order_release);
   } else if (kind.pool != nullptr) {
     executor_ = kind.pool->get_executor();
-  } else if (kind.system != nullptr) {
-    executor_ = kind.system->get_executor();
+  } else if (kind.plain) {
+    executor_ = kind.plain;
   } else {
     // A context of a kind unknown here (or an io_context seen only through a user's
     // executor, type-erased) has no executor that can be named from it. Asio's timer
@@ -41,6 +41,15 @@ ASIO_WHEEL_DECL void service_home::adopt(const context_kind& kind) {
   found_.store(true, std::memory_order_release);
 }
 
+ASIO_WHEEL_DECL void service_home::post(const own_handler& handler) {
+  if (asio::io_context* const home = io_context())
+    asio::post(home->get_executor(), handler);
+  else if (const auto* pool = target_if<asio::thread_pool::executor_type>(executor_))
+    asio::post(*pool, handler);
+  else
+    asio::post(executor_, handler);
+}
+
 ASIO_WHEEL_DECL auto service_home::kind_of_any(const asio::any_io_executor& ex) noexcept
     -> context_kind {
   using io = asio::io_context::executor_type;
@@ -49,10 +58,15 @@ ASIO_WHEEL_DECL auto service_home::kind_of_any(const asio::any_io_executor& ex) 
   using pool = asio::thread_pool::executor_type;
   using pool_tracked = std::decay_t<decltype(asio::prefer(
       std::declval<const pool&>(), asio::execution::outstanding_work.tracked))>;
-  const context_kind kind =
-      kind_of_target<io, io_tracked, pool, pool_tracked, asio::system_executor, asio::strand<io>,
-                     asio::strand<io_tracked>, asio::strand<pool>, asio::strand<pool_tracked>,
+  context_kind kind =
+      kind_of_target<io, io_tracked, pool, pool_tracked, asio::strand<io>, asio::strand<io_tracked>,
+                     asio::strand<pool>, asio::strand<pool_tracked>,
                      asio::strand<asio::any_io_executor>>(ex);
+  // The system context's own executor, already type-erased: kept as it is (context_kind).
+  // Its context by the any_io_executor's query, which does not name system_context.
+  if (!kind && target_if<asio::system_executor>(ex) != nullptr &&
+      &static_cast<asio::execution_context&>(context_of(ex)) == &context_)
+    kind.plain = ex;
 #if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT) &&                                             \
     defined(ASIO_WHEEL_ASIO_HAS_IO_CONTEXT_STRAND)
   // asio::executor may hold the legacy strand of code written for that configuration; not
