@@ -451,22 +451,11 @@ private:
     }
   }
 
-  void cancel_by_slot(cancellation& slot_handler) {
-    std::lock_guard lock(mutex_);
-    if (wait_op* op = slot_handler.op_.load(std::memory_order_relaxed)) {
-      // emit() is not expected to throw: the reserve stands in for the heap.
-      spare_block spare = reserve_.spare(op->owner_->holds(op));
-      detach(op, spare);
-    }
-  }
-
-  void forget_slot(cancellation& slot_handler) {
-    std::lock_guard lock(mutex_);
-    if (wait_op* op = slot_handler.op_.load(std::memory_order_relaxed)) {
-      op->cancellation_ = nullptr;
-      slot_handler.op_.store(nullptr, std::memory_order_relaxed);
-    }
-  }
+  // Out of the class body, as the handlers below: not inline, so that with
+  // ASIO_WHEEL_SEPARATE_COMPILATION a translation unit whose wait connects a cancellation
+  // slot calls them in src.hpp's code instead of instantiating them to inline them.
+  void cancel_by_slot(cancellation& slot_handler);
+  void forget_slot(cancellation& slot_handler);
 
   // --- Handlers of the service's own, on its home (without the lock). ---
 

@@ -78,6 +78,25 @@ void wheel_shard<Clock, WaitTraits>::destroy_for_shutdown() {
 }
 
 template <typename Clock, typename WaitTraits>
+void wheel_shard<Clock, WaitTraits>::cancel_by_slot(cancellation& slot_handler) {
+  std::lock_guard lock(mutex_);
+  if (wait_op* op = slot_handler.op_.load(std::memory_order_relaxed)) {
+    // emit() is not expected to throw: the reserve stands in for the heap.
+    spare_block spare = reserve_.spare(op->owner_->holds(op));
+    detach(op, spare);
+  }
+}
+
+template <typename Clock, typename WaitTraits>
+void wheel_shard<Clock, WaitTraits>::forget_slot(cancellation& slot_handler) {
+  std::lock_guard lock(mutex_);
+  if (wait_op* op = slot_handler.op_.load(std::memory_order_relaxed)) {
+    op->cancellation_ = nullptr;
+    slot_handler.op_.store(nullptr, std::memory_order_relaxed);
+  }
+}
+
+template <typename Clock, typename WaitTraits>
 void wheel_shard<Clock, WaitTraits>::on_alarm(bool expired) {
   note_runner();
   std::unique_lock lock(mutex_);
