@@ -386,8 +386,11 @@ std::size_t thread_count() {
   return n;
 }
 
-// A steady clock of this test's own: the services of its timers are created here, not by
-// an earlier test, so that the threads they start, if any, are counted here.
+// A steady clock of this test's own, one per subcase (N): the services of its timers are
+// created there, not by an earlier test or subcase, whose choice of home a context keeps
+// (the system context lives as long as the process), so that the threads they start, if
+// any, are counted there.
+template <int N>
 struct own_threads_clock {
   using duration = sclock::duration;
   using rep = duration::rep;
@@ -402,8 +405,9 @@ struct own_threads_clock {
 // starts no thread of its own (which it does only for a context of a kind it cannot tell).
 template <template <class, class, class> class Timer>
 struct own_threads_family {
+  template <int N>
   using timer =
-      Timer<own_threads_clock, asio::wait_traits<own_threads_clock>, asio::any_io_executor>;
+      Timer<own_threads_clock<N>, asio::wait_traits<own_threads_clock<N>>, asio::any_io_executor>;
 };
 using asio_own_threads = own_threads_family<asio::basic_waitable_timer>;
 using wheel_own_threads = own_threads_family<asio_wheel::basic_wheel_timer>;
@@ -414,11 +418,11 @@ TYPE_TO_STRING(wheel_own_threads);
 
 namespace {
 // One wait on a new timer on `ex`, and one cancelled; true when both completed.
-template <class Family>
+template <class Family, int N>
 bool wait_once(const asio::any_io_executor& ex) {
   seen fired, aborted;
   const auto anywhere = [] { return true; };
-  typename Family::timer t(ex, 5ms), c(ex, kFar);
+  typename Family::template timer<N> t(ex, 5ms), c(ex, kFar);
   t.async_wait([&](asio::error_code ec) {
     fired.complete(ec, anywhere);
     fired.finish();
@@ -439,19 +443,34 @@ TEST_CASE_TEMPLATE("a timer on the system context or a thread pool starts no thr
     asio::system_executor ex;
     static_cast<void>(asio::query(ex, asio::execution::context));
     const std::size_t before = thread_count();
-    CHECK(wait_once<Family>(ex));
+    CHECK(wait_once<Family, 1>(ex));
+    CHECK(thread_count() == before);
+  }
+  SUBCASE("any_io_executor(system_executor, blocking.never)") {
+    const auto ex = asio::require(asio::system_executor(), asio::execution::blocking.never);
+    static_cast<void>(asio::query(ex, asio::execution::context));
+    const std::size_t before = thread_count();
+    CHECK(wait_once<Family, 2>(ex));
+    CHECK(thread_count() == before);
+  }
+  SUBCASE("any_io_executor(system_executor, relationship.continuation)") {
+    const auto ex =
+        asio::prefer(asio::system_executor(), asio::execution::relationship.continuation);
+    static_cast<void>(asio::query(ex, asio::execution::context));
+    const std::size_t before = thread_count();
+    CHECK(wait_once<Family, 3>(ex));
     CHECK(thread_count() == before);
   }
   SUBCASE("any_io_executor(thread_pool executor, tracked)") {
     asio::thread_pool pool(2);
     const std::size_t before = thread_count();
-    CHECK(wait_once<Family>(asio::prefer(pool.get_executor(), kTracked)));
+    CHECK(wait_once<Family, 4>(asio::prefer(pool.get_executor(), kTracked)));
     CHECK(thread_count() == before);
   }
   SUBCASE("any_io_executor(thread_pool strand)") {
     asio::thread_pool pool(2);
     const std::size_t before = thread_count();
-    CHECK(wait_once<Family>(asio::make_strand(pool)));
+    CHECK(wait_once<Family, 5>(asio::make_strand(pool)));
     CHECK(thread_count() == before);
   }
 }

@@ -30,12 +30,14 @@
 #include <asio/io_context_strand.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
+#include <asio/system_executor.hpp>
 
 #include <doctest/doctest.h>
 
 #include "asio_test_support.hpp"
 
 #include <chrono>
+#include <future>
 #include <type_traits>
 
 using namespace asio_wheel::test;
@@ -56,6 +58,24 @@ TEST_CASE_TEMPLATE("a timer's default executor is asio::executor; a wait complet
   ioc.run();
   CHECK(succeeded == 1);
   CHECK(aborted == 1);
+}
+
+// The system context made first, then asio::executor's hold of the system executor (a
+// process-wide object that exit destroys before the system context): a wheel that kept the
+// system executor for its home and alarm destroyed them, from the system context's
+// shutdown at exit, through that destroyed object (the test binary crashed after its
+// last test). Asio's timer holds none there.
+TEST_CASE_TEMPLATE("a timer on the system executor, made after the system context: the "
+                   "program exits cleanly",
+                   Timer, TIMER_TYPES) {
+  const asio::system_executor system;
+  static_cast<void>(asio::query(system, asio::execution::context));
+  Timer t(system, 1ms);
+  std::promise<asio_wheel::error_code> done;
+  t.async_wait([&](const asio_wheel::error_code& ec) { done.set_value(ec); });
+  auto result = done.get_future();
+  REQUIRE(result.wait_for(kWatchdog) == std::future_status::ready);
+  CHECK_FALSE(result.get());
 }
 
 TEST_CASE_TEMPLATE("a timer on the legacy io_context::strand, or on a strand held by "

@@ -150,8 +150,23 @@ private:
     else if constexpr (std::is_base_of_v<asio::thread_pool, Context>)
       kind.pool = &context;
     else if constexpr (std::is_base_of_v<asio::system_context, Context>)
-      kind.plain = context.get_executor();
+      kind.plain = system_home(context.get_executor());
     return kind;
+  }
+
+  // The system context's plain executor as the home's, from `ex`, one of the system
+  // context's executors; none with the Networking TS's executor as any_io_executor:
+  // asio::executor holds the system executor through a process-wide object (its first
+  // making allocates, here where nothing may throw) that exit destroys before the system
+  // context, whose shutdown destroys the service and with it the home's executor and the
+  // alarm's. There the home is a thread of the wheel's own, as for a context of another kind.
+  template <typename SystemExecutor>
+  static asio::any_io_executor system_home([[maybe_unused]] const SystemExecutor& ex) noexcept {
+#if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT)
+    return {};
+#else
+    return ex;
+#endif
   }
 
   template <typename Executor>

@@ -62,11 +62,25 @@ ASIO_WHEEL_DECL auto service_home::kind_of_any(const asio::any_io_executor& ex) 
       kind_of_target<io, io_tracked, pool, pool_tracked, asio::strand<io>, asio::strand<io_tracked>,
                      asio::strand<pool>, asio::strand<pool_tracked>,
                      asio::strand<asio::any_io_executor>>(ex);
-  // The system context's own executor, already type-erased: kept as it is (context_kind).
-  // Its context by the any_io_executor's query, which does not name system_context.
-  if (!kind && target_if<asio::system_executor>(ex) != nullptr &&
+#if !defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT)
+  // The system context's executors, already type-erased: the plain one kept as it is
+  // (context_kind), the others made plain by the any_io_executor's own preferences, and
+  // the context compared by its query: nothing that names system_context is compiled here.
+  // (A strand of the system executor: a thread of the wheel's own.) With the TS executor:
+  // see system_home().
+  using never = std::decay_t<decltype(asio::require(std::declval<const asio::system_executor&>(),
+                                                    asio::execution::blocking.never))>;
+  using continuation = std::decay_t<decltype(asio::prefer(
+      std::declval<const asio::system_executor&>(), asio::execution::relationship.continuation))>;
+  using never_continuation = std::decay_t<decltype(asio::prefer(
+      std::declval<const never&>(), asio::execution::relationship.continuation))>;
+  if (!kind && ex &&
+      (target_if<asio::system_executor>(ex) != nullptr || target_if<never>(ex) != nullptr ||
+       target_if<continuation>(ex) != nullptr || target_if<never_continuation>(ex) != nullptr) &&
       &static_cast<asio::execution_context&>(context_of(ex)) == &context_)
-    kind.plain = ex;
+    kind.plain = asio::prefer(asio::prefer(ex, asio::execution::blocking.possibly),
+                              asio::execution::relationship.fork);
+#endif
 #if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT) &&                                             \
     defined(ASIO_WHEEL_ASIO_HAS_IO_CONTEXT_STRAND)
   // asio::executor may hold the legacy strand of code written for that configuration; not
