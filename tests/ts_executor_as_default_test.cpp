@@ -38,6 +38,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <type_traits>
 
 using namespace asio_wheel::test;
@@ -76,6 +77,27 @@ TEST_CASE_TEMPLATE("a timer on the system executor, made after the system contex
   auto result = done.get_future();
   REQUIRE(result.wait_for(kWatchdog) == std::future_status::ready);
   CHECK_FALSE(result.get());
+}
+
+// The system executor runs what it is given at once, on the calling thread: a handler bound
+// to it runs on a thread of the system context for Asio's timer, and on one of the wheel's
+// own pool for the wheel with the TS executor (see the case above), which must not be one
+// thread, or a handler that blocks until another timer fires would stop the wheel.
+TEST_CASE_TEMPLATE("a handler on the system executor that blocks until another timer of the "
+                   "system context fires: it fires",
+                   Timer, TIMER_TYPES) {
+  const asio::system_executor system;
+  Timer outer_timer(system, 1ms);
+  std::promise<bool> outer;
+  outer_timer.async_wait([&](const asio_wheel::error_code&) {
+    Timer inner_timer(system, 5ms);
+    auto inner = std::make_shared<std::promise<void>>();
+    inner_timer.async_wait([inner](const asio_wheel::error_code&) { inner->set_value(); });
+    outer.set_value(inner->get_future().wait_for(10s) == std::future_status::ready);
+  });
+  auto result = outer.get_future();
+  REQUIRE(result.wait_for(kWatchdog) == std::future_status::ready);
+  CHECK(result.get());
 }
 
 TEST_CASE_TEMPLATE("a timer on the legacy io_context::strand, or on a strand held by "

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -137,7 +138,10 @@ private:
     // so that probing one does not compile the conversion of every variant of the system
     // executor into any_io_executor in every translation unit.
     asio::any_io_executor plain;
-    explicit operator bool() const noexcept { return io || pool || plain; }
+    // The system context with the TS executor as the default: the threads of the wheel's own
+    // pool that stands in for it (see system_home()).
+    unsigned own_threads = 0;
+    explicit operator bool() const noexcept { return io || pool || plain || own_threads != 0; }
   };
 
   template <typename Context>
@@ -150,22 +154,27 @@ private:
     else if constexpr (std::is_base_of_v<asio::thread_pool, Context>)
       kind.pool = &context;
     else if constexpr (std::is_base_of_v<asio::system_context, Context>)
-      kind.plain = system_home(context.get_executor());
+      system_home(kind, context.get_executor());
     return kind;
   }
 
-  // The system context's plain executor as the home's, from `ex`, one of the system
-  // context's executors; none with the Networking TS's executor as any_io_executor:
+  // The system context as the home: its plain executor `ex` (any_io_executor holds the
+  // system executor in place). Not with the Networking TS's executor as any_io_executor:
   // asio::executor holds the system executor through a process-wide object (its first
   // making allocates, here where nothing may throw) that exit destroys before the system
   // context, whose shutdown destroys the service and with it the home's executor and the
-  // alarm's. There the home is a thread of the wheel's own, as for a context of another kind.
+  // alarm's. There the home is a pool of the wheel's own with as many threads as the system
+  // context runs (twice the hardware's): handlers bound to the system executor, which runs
+  // what it is given at once on the calling thread, run on them, as concurrently as on the
+  // system context's, so that one that blocks until another timer fires does not stop the
+  // wheel.
   template <typename SystemExecutor>
-  static asio::any_io_executor system_home([[maybe_unused]] const SystemExecutor& ex) noexcept {
+  static void system_home(context_kind& kind, [[maybe_unused]] const SystemExecutor& ex) noexcept {
 #if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT)
-    return {};
+    const unsigned hardware = std::thread::hardware_concurrency();
+    kind.own_threads = hardware != 0 ? 2 * hardware : 2;
 #else
-    return ex;
+    kind.plain = ex;
 #endif
   }
 

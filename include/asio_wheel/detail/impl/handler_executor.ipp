@@ -33,9 +33,10 @@ ASIO_WHEEL_DECL void service_home::adopt(const context_kind& kind) {
     // A context of a kind unknown here (or an io_context seen only through a user's
     // executor, type-erased) has no executor that can be named from it. Asio's timer
     // service, there, runs a scheduler on a thread of its own in the context; the wheel
-    // runs a one-thread pool. Its waits complete on their handlers' executors, which keep
-    // the work, so nothing of the context's own run() changes.
-    own_thread_.emplace(1);
+    // runs a one-thread pool (for the system context with the TS executor, as many as that
+    // context runs: system_home()). Its waits complete on their handlers' executors, which
+    // keep the work, so nothing of the context's own run() changes.
+    own_thread_.emplace(kind.own_threads != 0 ? kind.own_threads : 1);
     executor_ = own_thread_->get_executor();
   }
   found_.store(true, std::memory_order_release);
@@ -62,7 +63,6 @@ ASIO_WHEEL_DECL auto service_home::kind_of_any(const asio::any_io_executor& ex) 
       kind_of_target<io, io_tracked, pool, pool_tracked, asio::strand<io>, asio::strand<io_tracked>,
                      asio::strand<pool>, asio::strand<pool_tracked>,
                      asio::strand<asio::any_io_executor>>(ex);
-#if !defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT)
   // The system context's executors, already type-erased: the plain one kept as it is
   // (context_kind), the others made plain by the any_io_executor's own preferences, and
   // the context compared by its query: nothing that names system_context is compiled here.
@@ -77,10 +77,14 @@ ASIO_WHEEL_DECL auto service_home::kind_of_any(const asio::any_io_executor& ex) 
   if (!kind && ex &&
       (target_if<asio::system_executor>(ex) != nullptr || target_if<never>(ex) != nullptr ||
        target_if<continuation>(ex) != nullptr || target_if<never_continuation>(ex) != nullptr) &&
-      &static_cast<asio::execution_context&>(context_of(ex)) == &context_)
-    kind.plain = asio::prefer(asio::prefer(ex, asio::execution::blocking.possibly),
-                              asio::execution::relationship.fork);
+      &static_cast<asio::execution_context&>(context_of(ex)) == &context_) {
+#if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT)
+    system_home(kind, ex);
+#else
+    system_home(kind, asio::prefer(asio::prefer(ex, asio::execution::blocking.possibly),
+                                   asio::execution::relationship.fork));
 #endif
+  }
 #if defined(ASIO_WHEEL_ASIO_TS_EXECUTOR_AS_DEFAULT) &&                                             \
     defined(ASIO_WHEEL_ASIO_HAS_IO_CONTEXT_STRAND)
   // asio::executor may hold the legacy strand of code written for that configuration; not
