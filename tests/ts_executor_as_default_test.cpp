@@ -82,10 +82,18 @@ TEST_CASE_TEMPLATE("a timer on the system executor, made after the system contex
 // The system executor runs what it is given at once, on the calling thread: a handler bound
 // to it runs on a thread of the system context for Asio's timer, and on one of the wheel's
 // own pool for the wheel with the TS executor (see the case above), which must not be one
-// thread, or a handler that blocks until another timer fires would stop the wheel.
+// thread, or a handler that blocks until another timer fires would stop the wheel. Asio's
+// timer does this on POSIX only: on Windows (under Wine, in windows-quick) its waits on the
+// system context complete from one thread, which the blocked handler holds (the inner wait
+// times out), so there the case is the wheel's alone.
+#if defined(_WIN32)
+#define BLOCKING_HANDLER_TIMER_TYPES asio_wheel::wheel_timer
+#else
+#define BLOCKING_HANDLER_TIMER_TYPES TIMER_TYPES
+#endif
 TEST_CASE_TEMPLATE("a handler on the system executor that blocks until another timer of the "
                    "system context fires: it fires",
-                   Timer, TIMER_TYPES) {
+                   Timer, BLOCKING_HANDLER_TIMER_TYPES) {
   const asio::system_executor system;
   Timer outer_timer(system, 1ms);
   std::promise<bool> outer;
