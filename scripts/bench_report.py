@@ -71,7 +71,11 @@ class Results:
         for k, v in params.items():
             args += ["-e", f"{k}='{v}'" if isinstance(v, str) else f"{k}={v}"]
         args.append(os.path.join(self.plot_dir, script))
-        r = subprocess.run(args, capture_output=True, text=True)
+        try:
+            r = subprocess.run(args, capture_output=True, text=True)
+        except OSError as e:  # not installed: --report-only installs nothing
+            self.problems.append(f"gnuplot {script}: not run ({e.strerror}): the chart is the previous one")
+            return False
         if r.returncode != 0:
             self.problems.append(f"gnuplot {script}: {r.stderr.strip()[:500]}")
             return False
